@@ -1,0 +1,66 @@
+/* mem.c - categorised, aligned, pre-touched allocations with accounting. */
+#include "mt_mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define ALIGN 64
+#define HUGE_MIN (2u << 20) /* ask for huge pages from 2 MiB up */
+
+void mt_mem_init(MtMem *mem)
+{
+    memset(mem, 0, sizeof *mem);
+    mem->fail_after = -1;
+}
+
+void *mt_mem_alloc(MtMem *mem, MtMemCat cat, size_t bytes)
+{
+    if (mem->fail_after == 0)
+        return NULL;
+    if (mem->fail_after > 0)
+        mem->fail_after--;
+    size_t align = bytes >= HUGE_MIN ? HUGE_MIN : ALIGN;
+    size_t padded = (bytes + align - 1) / align * align;
+    if (padded == 0)
+        padded = align;
+    void *p = NULL;
+    if (posix_memalign(&p, align, padded) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (padded >= HUGE_MIN)
+        madvise(p, padded, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, padded); /* zero and pre-touch */
+    mem->cur[cat] += (int64_t)bytes;
+    mem->total_cur += (int64_t)bytes;
+    if (mem->cur[cat] > mem->peak[cat])
+        mem->peak[cat] = mem->cur[cat];
+    if (mem->total_cur > mem->total_peak)
+        mem->total_peak = mem->total_cur;
+    return p;
+}
+
+void mt_mem_free(MtMem *mem, MtMemCat cat, void *ptr, size_t bytes)
+{
+    if (!ptr)
+        return;
+    free(ptr);
+    mem->cur[cat] -= (int64_t)bytes;
+    mem->total_cur -= (int64_t)bytes;
+}
+
+void mt_mem_reset_peaks(MtMem *mem)
+{
+    for (int c = 0; c < MT_MEM_NCAT; c++)
+        mem->peak[c] = mem->cur[c];
+    mem->total_peak = mem->total_cur;
+}
+
+void mt_mem_set_fail_after(MtMem *mem, int64_t n) { mem->fail_after = n; }
+
+const char *mt_mem_cat_name(MtMemCat cat)
+{
+    static const char *names[MT_MEM_NCAT] = {"params", "grads", "optimizer", "activations", "other"};
+    return cat < MT_MEM_NCAT ? names[cat] : "?";
+}
