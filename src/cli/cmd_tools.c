@@ -1,0 +1,431 @@
+/* cmd_tools.c - `meshtrain prepare`, `eval`, `sample`, `bench`, and shared set-up. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "flags.h"
+#include "mt_checkpoint.h"
+#include "mt_cli.h"
+#include "mt_gemm.h"
+#include "mt_kernels.h"
+#include "mt_rng.h"
+#include "mt_train.h"
+
+int mt_cli_setup_threads(int threads)
+{
+    if (threads <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores > 0 ? (int)cores : 1;
+    }
+    mt_gemm_setup(threads);
+    mt_kernels_set_threads(threads);
+    return threads;
+}
+
+int mt_cli_fail(int status)
+{
+    fprintf(stderr, "%s\n", mt_error_msg());
+    return mt_exit_code((MtStatus)status);
+}
+
+static int parse_or_help(Flag *f, int n, int argc, char **argv, const char *cmd, const char *summary,
+                         int *done)
+{
+    int help;
+    *done = 1;
+    MtStatus s = mt_flags_parse(f, n, argc, argv, cmd, &help);
+    if (s != MT_OK)
+        return mt_cli_fail(s);
+    if (help) {
+        mt_flags_usage(f, n, cmd, summary);
+        return 0;
+    }
+    *done = 0;
+    return 0;
+}
+
+/* ---- prepare ---- */
+
+static MtStatus read_file(const char *path, unsigned char **out, int64_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mt_error(MT_EINPUT, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return mt_error(MT_EINPUT, "%s is not a regular file", path);
+    }
+    *out = malloc((size_t)st.st_size + 1);
+    if (!*out || fread(*out, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+        free(*out);
+        fclose(f);
+        return mt_error(MT_EINPUT, "cannot read %s", path);
+    }
+    fclose(f);
+    *n = st.st_size;
+    return MT_OK;
+}
+
+int mt_cmd_prepare(int argc, char **argv)
+{
+    const char *input = NULL, *out = NULL;
+    float val_frac = 0.1f;
+    int force = 0, done;
+    Flag flags[] = {
+        {"input", FLAG_STR, &input, "text file (UTF-8 or any bytes)"},
+        {"out", FLAG_STR, &out, "output directory (created)"},
+        {"val-frac", FLAG_FLOAT, &val_frac, "last fraction of the text kept for validation"},
+        {"force", FLAG_BOOL, &force, "replace existing train.bin / val.bin"},
+    };
+    int n = (int)(sizeof flags / sizeof flags[0]);
+    int rc = parse_or_help(flags, n, argc, argv, "prepare",
+                           "Tokenize a text file (byte level) into DIR/train.bin and DIR/val.bin.", &done);
+    if (done)
+        return rc;
+    if (!input || !out)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: --input TEXT and --out DIR are required"));
+    if (!(val_frac > 0.0f && val_frac < 1.0f))
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: --val-frac %g must be between 0 and 1", val_frac));
+    char tpath[4200], vpath[4200], tmp[4300];
+    snprintf(tpath, sizeof tpath, "%s/train.bin", out);
+    snprintf(vpath, sizeof vpath, "%s/val.bin", out);
+    if (!force && (access(tpath, F_OK) == 0 || access(vpath, F_OK) == 0))
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: %s already holds train.bin or val.bin "
+                                    "(use --force to replace them)", out));
+    unsigned char *text;
+    int64_t len;
+    MtStatus s = read_file(input, &text, &len);
+    if (s != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain prepare"));
+    int64_t nval = (int64_t)(len * (double)val_frac);
+    if (len < 64 || nval < 2) {
+        free(text);
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: %s is too short (%lld bytes)", input,
+                                    (long long)len));
+    }
+    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+        free(text);
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: cannot create %s: %s", out, strerror(errno)));
+    }
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)len);
+    if (!tok) {
+        free(text);
+        return mt_cli_fail(mt_error(MT_ENOMEM, "meshtrain prepare: out of memory"));
+    }
+    mt_bytes_encode(text, len, tok);
+    free(text);
+    /* each file is written beside its final name and renamed into place */
+    snprintf(tmp, sizeof tmp, "%s.tmp", tpath);
+    if ((s = mt_tokens_write(tmp, tok, len - nval, MT_BYTE_VOCAB)) == MT_OK && rename(tmp, tpath) != 0)
+        s = mt_error(MT_EIO, "cannot rename %s: %s", tmp, strerror(errno));
+    snprintf(tmp, sizeof tmp, "%s.tmp", vpath);
+    if (s == MT_OK && (s = mt_tokens_write(tmp, tok + len - nval, nval, MT_BYTE_VOCAB)) == MT_OK &&
+        rename(tmp, vpath) != 0)
+        s = mt_error(MT_EIO, "cannot rename %s: %s", tmp, strerror(errno));
+    free(tok);
+    if (s != MT_OK)
+        return mt_cli_fail(s);
+    printf("prepared %s: %lld train tokens, %lld val tokens (byte-level, vocab 256)\n", out,
+           (long long)(len - nval), (long long)nval);
+    return 0;
+}
+
+/* ---- loading a checkpoint for eval and sample ---- */
+
+static MtStatus load_model(const char *dir, int micro, int seq, MtTrainer *tr)
+{
+    MtTrainConfig tc = {0};
+    MT_TRY(mt_ckpt_read_config(dir, &tc.cfg));
+    if (seq <= 0)
+        seq = tc.cfg.T;
+    if (seq > tc.cfg.T)
+        return mt_error(MT_EINPUT, "--seq-len %d is longer than the checkpoint's context length %d", seq,
+                        tc.cfg.T);
+    tc.batch = tc.micro = micro;
+    tc.seq = seq;
+    tc.threads = mt_kernels_threads();
+    tc.oc = (MtOptimConfig){.lr = 0, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f};
+    MT_TRY(mt_trainer_init(tr, &tc));
+    MtStatus s = mt_ckpt_load_params(dir, tr->table, tr->nparams, tr->params);
+    if (s != MT_OK)
+        mt_trainer_free(tr);
+    return s;
+}
+
+int mt_cmd_eval(int argc, char **argv)
+{
+    const char *ckpt = NULL, *data = NULL, *text = NULL;
+    int seq = 0, batch = 8, max_batches = 0, threads = 0, done;
+    Flag flags[] = {
+        {"ckpt", FLAG_STR, &ckpt, "checkpoint directory"},
+        {"data", FLAG_STR, &data, "token file"},
+        {"text", FLAG_STR, &text, "plain text file, tokenized with the checkpoint's tokenizer"},
+        {"seq-len", FLAG_INT, &seq, "window length (0: the context length)"},
+        {"batch-size", FLAG_INT, &batch, "windows per forward pass"},
+        {"max-batches", FLAG_INT, &max_batches, "at most this many batches (0: all windows)"},
+        {"threads", FLAG_INT, &threads, "threads (0: one per core)"},
+    };
+    int n = (int)(sizeof flags / sizeof flags[0]);
+    int rc = parse_or_help(flags, n, argc, argv, "eval",
+                           "Mean next-token cross-entropy over windows i = 0, 1, ... of length T.", &done);
+    if (done)
+        return rc;
+    if (!ckpt || (!data == !text))
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain eval: --ckpt DIR and exactly one of --data or --text are required"));
+    if (batch < 1 || max_batches < 0 || seq < 0 || threads < 0)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain eval: --batch-size must be >= 1, other counts >= 0"));
+    mt_cli_setup_threads(threads);
+    MtTokens tok = {0};
+    MtStatus s;
+    if (data) {
+        s = mt_tokens_read(data, &tok);
+    } else {
+        unsigned char *bytes;
+        int64_t len;
+        s = read_file(text, &bytes, &len);
+        if (s == MT_OK) {
+            tok.tok = malloc(sizeof(int32_t) * (size_t)(len ? len : 1));
+            if (tok.tok) {
+                mt_bytes_encode(bytes, len, tok.tok);
+                tok.count = len;
+                tok.vocab = MT_BYTE_VOCAB;
+            } else {
+                s = mt_error(MT_ENOMEM, "out of memory");
+            }
+            free(bytes);
+        }
+    }
+    if (s != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain eval"));
+    MtTrainer tr;
+    if ((s = load_model(ckpt, batch, seq, &tr)) != MT_OK) {
+        mt_tokens_free(&tok);
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain eval"));
+    }
+    int T = tr.tc.seq;
+    int64_t nwin = tok.count > 0 ? (tok.count - 1) / T : 0;
+    if (max_batches > 0 && nwin > (int64_t)max_batches * batch)
+        nwin = (int64_t)max_batches * batch;
+    if ((int64_t)tok.vocab > tr.tc.cfg.V)
+        rc = mt_cli_fail(mt_error(MT_EINPUT, "meshtrain eval: the data's vocabulary (%u) is larger than the model's (%d)",
+                                  tok.vocab, tr.tc.cfg.V));
+    else if (nwin < 1)
+        rc = mt_cli_fail(mt_error(MT_EINPUT, "meshtrain eval: %lld tokens are fewer than one window of %d + 1",
+                                  (long long)tok.count, T));
+    else {
+        double loss = mt_trainer_eval(&tr, &tok, nwin);
+        printf("windows %lld of %d tokens\n", (long long)nwin, T);
+        printf("loss %.6f\n", loss);
+    }
+    mt_trainer_free(&tr);
+    mt_tokens_free(&tok);
+    return rc;
+}
+
+/* ---- sample ---- */
+
+#define STREAM_SAMPLE 0x53414D50ull /* "SAMP" */
+
+static int sample_token(const float *logits, int V, float temperature, int top_k, float u, float *probs)
+{
+    if (temperature <= 0.0f) { /* greedy */
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            best = logits[v] > logits[best] ? v : best;
+        return best;
+    }
+    float kth = -INFINITY;
+    if (top_k > 0 && top_k < V) { /* the k-th largest logit, by selection on a copy */
+        for (int v = 0; v < V; v++)
+            probs[v] = logits[v];
+        for (int i = 0; i < top_k; i++) {
+            int best = -1;
+            for (int v = 0; v < V; v++)
+                if (probs[v] != -INFINITY && (best < 0 || probs[v] > probs[best]))
+                    best = v;
+            kth = probs[best];
+            probs[best] = -INFINITY;
+        }
+    }
+    float mx = -INFINITY;
+    for (int v = 0; v < V; v++)
+        mx = logits[v] > mx ? logits[v] : mx;
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) {
+        probs[v] = logits[v] >= kth ? expf((logits[v] - mx) / temperature) : 0.0f;
+        sum += probs[v];
+    }
+    double acc = 0.0, target = u * sum;
+    for (int v = 0; v < V; v++) {
+        acc += probs[v];
+        if (acc > target && probs[v] > 0)
+            return v;
+    }
+    for (int v = V - 1; v >= 0; v--)
+        if (probs[v] > 0)
+            return v;
+    return 0;
+}
+
+int mt_cmd_sample(int argc, char **argv)
+{
+    const char *ckpt = NULL, *prompt = "";
+    int ntok = 200, top_k = 40, threads = 0, done;
+    float temperature = 0.8f;
+    uint64_t seed = 1;
+    Flag flags[] = {
+        {"ckpt", FLAG_STR, &ckpt, "checkpoint directory"},
+        {"prompt", FLAG_STR, &prompt, "text to continue"},
+        {"tokens", FLAG_INT, &ntok, "tokens to generate"},
+        {"temperature", FLAG_FLOAT, &temperature, "softmax temperature (0: greedy)"},
+        {"top-k", FLAG_INT, &top_k, "sample among the k most likely (0: all)"},
+        {"seed", FLAG_U64, &seed, "sampling seed"},
+        {"threads", FLAG_INT, &threads, "threads (0: one per core)"},
+    };
+    int n = (int)(sizeof flags / sizeof flags[0]);
+    int rc = parse_or_help(flags, n, argc, argv, "sample", "Generate text from a checkpoint.", &done);
+    if (done)
+        return rc;
+    if (!ckpt)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain sample: --ckpt DIR is required"));
+    if (ntok < 0 || top_k < 0 || temperature < 0 || threads < 0)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain sample: --tokens, --top-k, --temperature must be >= 0"));
+    mt_cli_setup_threads(threads);
+    MtTrainer tr;
+    MtStatus s = load_model(ckpt, 1, 0, &tr);
+    if (s != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain sample"));
+    int T = tr.tc.cfg.T, V = tr.tc.cfg.V;
+    int64_t plen = (int64_t)strlen(prompt), total = plen + ntok;
+    int32_t *seqbuf = malloc(sizeof(int32_t) * (size_t)(total + 1));
+    float *probs = malloc(sizeof(float) * (size_t)V);
+    if (!seqbuf || !probs) {
+        free(seqbuf);
+        free(probs);
+        mt_trainer_free(&tr);
+        return mt_cli_fail(mt_error(MT_ENOMEM, "meshtrain sample: out of memory"));
+    }
+    mt_bytes_encode((const unsigned char *)prompt, plen, seqbuf);
+    int64_t len = plen;
+    if (len == 0)
+        seqbuf[len++] = '\n'; /* an empty prompt starts from a newline */
+    fputs(prompt, stdout);
+    for (int i = 0; i < ntok; i++) {
+        int64_t start = len > T ? len - T : 0;
+        int w = (int)(len - start);
+        MtActs a = tr.acts;
+        a.T = w; /* the buffers hold a full context; a shorter window uses their front */
+        memset(tr.targets, 0, sizeof(int32_t) * (size_t)w);
+        memcpy(tr.inputs, seqbuf + start, sizeof(int32_t) * (size_t)w);
+        mt_model_forward(&tr.tc.cfg, &tr.w, &a, tr.inputs, tr.targets, 0.0f);
+        int next = sample_token(a.logits + (int64_t)(w - 1) * V, V, temperature, top_k,
+                                mt_rng_uniform(seed, STREAM_SAMPLE, (uint64_t)i, 0), probs);
+        seqbuf[len++] = next;
+        if (V <= 256)
+            putchar(next);
+        else
+            printf(" %d", next);
+    }
+    putchar('\n');
+    free(seqbuf);
+    free(probs);
+    mt_trainer_free(&tr);
+    return 0;
+}
+
+/* ---- bench ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int mt_cmd_bench(int argc, char **argv)
+{
+    MtTrainConfig tc = {0};
+    int layers = 4, heads = 4, dim = 256, seq = 256, vocab = 256, batch = 8, micro = 0, threads = 0;
+    int steps = 10, warmup = 2, done;
+    Flag flags[] = {
+        {"layers", FLAG_INT, &layers, "transformer blocks"},
+        {"heads", FLAG_INT, &heads, "attention heads"},
+        {"dim", FLAG_INT, &dim, "width"},
+        {"seq-len", FLAG_INT, &seq, "sequence length"},
+        {"vocab", FLAG_INT, &vocab, "vocabulary size"},
+        {"batch-size", FLAG_INT, &batch, "sequences per step"},
+        {"micro-batch-size", FLAG_INT, &micro, "sequences per micro-batch (0: = batch size)"},
+        {"threads", FLAG_INT, &threads, "threads (0: one per core)"},
+        {"steps", FLAG_INT, &steps, "timed steps"},
+        {"warmup", FLAG_INT, &warmup, "untimed steps first"},
+    };
+    int n = (int)(sizeof flags / sizeof flags[0]);
+    int rc = parse_or_help(flags, n, argc, argv, "bench",
+                           "Time full training steps (forward, backward, AdamW) on random tokens.", &done);
+    if (done)
+        return rc;
+    if (steps < 1 || warmup < 0 || threads < 0)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain bench: --steps must be >= 1, --warmup and --threads >= 0"));
+    tc.cfg = (MtConfig){.V = vocab, .T = seq, .L = layers, .NH = heads, .C = dim};
+    tc.batch = batch;
+    tc.micro = micro ? micro : batch;
+    tc.seq = seq;
+    tc.seed = 1;
+    tc.threads = mt_cli_setup_threads(threads);
+    tc.oc = (MtOptimConfig){.lr = 1e-4f, .min_lr_frac = 1.0f, .steps = steps + warmup, .beta1 = 0.9f,
+                            .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
+    MtTrainer tr;
+    MtStatus s = mt_trainer_init(&tr, &tc);
+    if (s != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain bench"));
+    MtTokens data = {.count = 1 << 20, .vocab = (uint32_t)vocab};
+    data.tok = malloc(sizeof(int32_t) * (size_t)data.count);
+    for (int64_t i = 0; data.tok && i < data.count; i++)
+        data.tok[i] = (int32_t)(mt_rng_u64(7, 0, (uint64_t)i, 0) % (uint64_t)vocab);
+    double *ms = malloc(sizeof(double) * (size_t)steps);
+    if (!data.tok || !ms) {
+        free(ms);
+        mt_tokens_free(&data);
+        mt_trainer_free(&tr);
+        return mt_cli_fail(mt_error(MT_ENOMEM, "meshtrain bench: out of memory"));
+    }
+    MtStepStats st;
+    for (int i = 0; i < warmup + steps; i++) {
+        double t0 = mt_now();
+        mt_trainer_step(&tr, &data, &st);
+        if (i >= warmup)
+            ms[i - warmup] = 1e3 * (mt_now() - t0);
+    }
+    qsort(ms, (size_t)steps, sizeof(double), cmp_double);
+    double med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
+    /* the matrix-product floor: the step's GEMM FLOPs at the rate this BLAS reaches on a
+     * product of the model's own shape (N x C times C x 4C), measured here */
+    double N = (double)batch * seq, C = dim, hs = (double)dim / heads;
+    double fwd = 2.0 * N * 12.0 * C * C * layers + 2.0 * N * C * vocab +
+                 layers * 2.0 * (2.0 * batch * heads * (double)seq * seq * hs);
+    double flops = 3.0 * fwd;
+    int m = (int)N, k = dim, nn = 4 * dim;
+    float *A = tr.acts.fch[0], *Bm = tr.params + tr.table[2 + 8].offset, *Cm = tr.acts.fch_gelu[0];
+    mt_gemm(0, 0, m, nn, k, 1.0f, A, k, Bm, nn, 0.0f, Cm, nn, 0);
+    double t0 = mt_now();
+    int reps = 10;
+    for (int r = 0; r < reps; r++)
+        mt_gemm(0, 0, m, nn, k, 1.0f, A, k, Bm, nn, 0.0f, Cm, nn, 0);
+    double gemm_rate = 2.0 * m * nn * k * reps / (mt_now() - t0);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("{\"engine\": \"meshtrain\", \"ms_per_step\": %.3f, \"tokens_per_s\": %.1f, \"floor_ms\": %.3f, "
+           "\"gemm_gflops\": %.1f, \"threads\": %d, \"blas\": \"%s\", \"peak_rss_mb\": %.1f, "
+           "\"accounted_mb\": %.1f, \"loss\": %.6f}\n",
+           med, N / med * 1e3, flops / gemm_rate * 1e3, gemm_rate / 1e9, tc.threads, mt_gemm_name(),
+           ru.ru_maxrss / 1024.0, tr.mem.total_peak / 1048576.0, st.loss);
+    free(ms);
+    mt_tokens_free(&data);
+    mt_trainer_free(&tr);
+    return 0;
+}

@@ -1,0 +1,325 @@
+/* cmd_train.c - `meshtrain train`: validate everything, then train, log, evaluate, save. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "flags.h"
+#include "mt_checkpoint.h"
+#include "mt_cli.h"
+#include "mt_fsutil.h"
+#include "mt_gemm.h"
+#include "mt_kernels.h"
+#include "mt_train.h"
+
+typedef struct {
+    int layers, heads, dim, seq_len, vocab, ctx;
+    const char *data, *save, *resume, *log_json, *trace;
+    int batch, micro, steps, warmup, save_every, eval_every, eval_batches, log_every, threads;
+    float lr, min_lr_frac, wd, clip, beta1, beta2;
+    int dp, tp, pp, zero, microbatches, vstages, seqpar, recompute, deterministic, check_coll;
+    const char *schedule;
+    uint64_t seed;
+} TrainArgs;
+
+static MtStatus check_layout(const TrainArgs *a)
+{
+    if (a->dp < 1 || a->tp < 1 || a->pp < 1)
+        return mt_error(MT_EINPUT, "meshtrain train: --dp %d --tp %d --pp %d: every degree must be >= 1",
+                        a->dp, a->tp, a->pp);
+    if (a->zero < 0 || a->zero > 3)
+        return mt_error(MT_EINPUT, "meshtrain train: --zero %d: the stage must be 0, 1, 2 or 3", a->zero);
+    static const char *scheds[] = {"naive", "gpipe", "1f1b", "interleaved", "zb"};
+    int known = 0;
+    for (int i = 0; i < 5; i++)
+        known |= strcmp(a->schedule, scheds[i]) == 0;
+    if (!known)
+        return mt_error(MT_EINPUT, "meshtrain train: --schedule %s: must be naive, gpipe, 1f1b, interleaved or zb",
+                        a->schedule);
+    if (a->dp * a->tp * a->pp > 1)
+        return mt_error(MT_EINPUT, "meshtrain train: --dp %d --tp %d --pp %d: multi-rank layouts need the "
+                        "communication layer, which this build does not have yet; use 1 x 1 x 1",
+                        a->dp, a->tp, a->pp);
+    if (a->zero != 0)
+        return mt_error(MT_EINPUT, "meshtrain train: --zero %d needs --dp > 1 (not available yet)", a->zero);
+    if (a->seqpar)
+        return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel needs --tp > 1");
+    if (a->recompute)
+        return mt_error(MT_EINPUT, "meshtrain train: --recompute is not implemented yet");
+    if (a->trace)
+        return mt_error(MT_EINPUT, "meshtrain train: --trace is not implemented yet");
+    if (a->microbatches != 0 || a->vstages != 1)
+        return mt_error(MT_EINPUT, "meshtrain train: --microbatches and --virtual-stages need --pp > 1");
+    return MT_OK;
+}
+
+/* A save target must be absent, empty, or a previous meshtrain checkpoint. */
+static MtStatus check_save_dir(const char *dir)
+{
+    char buf[4200];
+    snprintf(buf, sizeof buf, "%s", dir);
+    char *slash = strrchr(buf, '/');
+    if (slash && slash != buf) {
+        *slash = 0;
+        struct stat st;
+        if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+            return mt_error(MT_EINPUT, "meshtrain train: --save %s: parent directory %s does not exist",
+                            dir, buf);
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return MT_OK;
+    if (!S_ISDIR(st.st_mode))
+        return mt_error(MT_EINPUT, "meshtrain train: --save %s exists and is not a directory", dir);
+    snprintf(buf, sizeof buf, "%s/config.json", dir);
+    if (access(buf, F_OK) == 0)
+        return MT_OK; /* an earlier checkpoint: replaced atomically */
+    if (rmdir(dir) == 0) /* empty: fine, recreated at save time */
+        return MT_OK;
+    return mt_error(MT_EINPUT, "meshtrain train: --save %s is a non-empty directory that is not a "
+                    "meshtrain checkpoint; refusing to replace it", dir);
+}
+
+static void fmt_eta(char *out, size_t n, double sec)
+{
+    if (sec < 60)
+        snprintf(out, n, "%.0fs", sec);
+    else if (sec < 3600)
+        snprintf(out, n, "%dm%02ds", (int)sec / 60, (int)sec % 60);
+    else
+        snprintf(out, n, "%dh%02dm", (int)sec / 3600, ((int)sec % 3600) / 60);
+}
+
+static void log_json(FILE *f, const MtTrainer *tr, const MtStepStats *st, double ms, double tps,
+                     double val)
+{
+    const MtMem *m = &tr->mem;
+    fprintf(f, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"step_ms\": %.3f, "
+               "\"tokens_per_s\": %.1f, ",
+            (long long)tr->step, st->loss, st->lr, st->grad_norm, ms, tps);
+    if (!isnan(val))
+        fprintf(f, "\"val_loss\": %.9g, ", val);
+    fprintf(f, "\"mem\": [{\"params\": %lld, \"grads\": %lld, \"optimizer\": %lld, "
+               "\"activations\": %lld, \"peak\": %lld}], \"comm\": [{\"dp\": 0, \"tp\": 0, \"pp\": 0}]}\n",
+            (long long)m->peak[MT_MEM_PARAMS], (long long)m->peak[MT_MEM_GRADS],
+            (long long)m->peak[MT_MEM_OPTIM], (long long)m->peak[MT_MEM_ACTS],
+            (long long)m->total_peak);
+    fflush(f);
+}
+
+static MtStatus load_data(const char *dir, const char *name, int required, MtTokens *t)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!required && access(path, F_OK) != 0) {
+        memset(t, 0, sizeof *t);
+        return MT_OK;
+    }
+    return mt_tokens_read(path, t);
+}
+
+int mt_cmd_train(int argc, char **argv)
+{
+    TrainArgs a = {.layers = 4, .heads = 4, .dim = 128, .seq_len = 128, .vocab = 256, .ctx = 0,
+                   .batch = 16, .micro = 0, .steps = 200, .warmup = 20, .lr = 1e-3f,
+                   .min_lr_frac = 0.1f, .wd = 0.1f, .clip = 1.0f, .beta1 = 0.9f, .beta2 = 0.95f,
+                   .eval_every = 100, .eval_batches = 8, .log_every = 10, .threads = 0,
+                   .dp = 1, .tp = 1, .pp = 1, .vstages = 1, .schedule = "1f1b", .seed = 1337};
+    Flag flags[] = {
+        {"layers", FLAG_INT, &a.layers, "transformer blocks"},
+        {"heads", FLAG_INT, &a.heads, "attention heads"},
+        {"dim", FLAG_INT, &a.dim, "width (channels)"},
+        {"seq-len", FLAG_INT, &a.seq_len, "training sequence length"},
+        {"context", FLAG_INT, &a.ctx, "context length n_positions (0: = --seq-len)"},
+        {"vocab", FLAG_INT, &a.vocab, "vocabulary size"},
+        {"data", FLAG_STR, &a.data, "directory with train.bin (and val.bin)"},
+        {"batch-size", FLAG_INT, &a.batch, "sequences per step (global)"},
+        {"micro-batch-size", FLAG_INT, &a.micro, "sequences per micro-batch (0: = batch size)"},
+        {"lr", FLAG_FLOAT, &a.lr, "peak learning rate"},
+        {"min-lr-frac", FLAG_FLOAT, &a.min_lr_frac, "cosine decays to lr * this"},
+        {"warmup", FLAG_INT, &a.warmup, "linear warm-up steps"},
+        {"weight-decay", FLAG_FLOAT, &a.wd, "AdamW decoupled weight decay (2-D weights only)"},
+        {"beta1", FLAG_FLOAT, &a.beta1, "AdamW beta1"},
+        {"beta2", FLAG_FLOAT, &a.beta2, "AdamW beta2"},
+        {"grad-clip", FLAG_FLOAT, &a.clip, "global gradient-norm clip (0: off)"},
+        {"steps", FLAG_INT, &a.steps, "total optimizer steps"},
+        {"seed", FLAG_U64, &a.seed, "seed of initialisation and data order"},
+        {"threads", FLAG_INT, &a.threads, "threads per rank (0: one per core)"},
+        {"save", FLAG_STR, &a.save, "checkpoint directory written at the end"},
+        {"save-every", FLAG_INT, &a.save_every, "also save every N steps (0: only at the end)"},
+        {"resume", FLAG_STR, &a.resume, "continue from this checkpoint directory"},
+        {"eval-every", FLAG_INT, &a.eval_every, "validation loss every N steps (0: only at the end)"},
+        {"eval-batches", FLAG_INT, &a.eval_batches, "micro-batches of validation windows"},
+        {"log-every", FLAG_INT, &a.log_every, "progress line every N steps"},
+        {"log-json", FLAG_STR, &a.log_json, "per-step JSON lines to this file"},
+        {"dp", FLAG_INT, &a.dp, "data-parallel degree"},
+        {"tp", FLAG_INT, &a.tp, "tensor-parallel degree"},
+        {"pp", FLAG_INT, &a.pp, "pipeline-parallel degree"},
+        {"zero", FLAG_INT, &a.zero, "ZeRO stage 0-3"},
+        {"schedule", FLAG_STR, &a.schedule, "pipeline schedule: naive gpipe 1f1b interleaved zb"},
+        {"microbatches", FLAG_INT, &a.microbatches, "pipeline micro-batches"},
+        {"virtual-stages", FLAG_INT, &a.vstages, "interleaved stages per rank"},
+        {"sequence-parallel", FLAG_BOOL, &a.seqpar, "sequence parallelism with TP"},
+        {"recompute", FLAG_BOOL, &a.recompute, "activation recomputation"},
+        {"deterministic", FLAG_BOOL, &a.deterministic, "bit-reproducible reductions (always on one rank)"},
+        {"check-collectives", FLAG_BOOL, &a.check_coll, "verify collective signatures across ranks"},
+        {"trace", FLAG_STR, &a.trace, "Chrome trace of the run"},
+    };
+    int nflags = (int)(sizeof flags / sizeof flags[0]), help;
+    MtStatus s = mt_flags_parse(flags, nflags, argc, argv, "train", &help);
+    if (s != MT_OK)
+        return mt_cli_fail(s);
+    if (help) {
+        mt_flags_usage(flags, nflags, "train", "Train a GPT-2 model on a prepared token directory.");
+        return 0;
+    }
+    /* ---- validation: everything before any large allocation or any file is written ---- */
+    if ((s = check_layout(&a)) != MT_OK)
+        return mt_cli_fail(s);
+    if (!a.data)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --data DIR is required"));
+    if (a.steps < 0 || a.warmup < 0 || a.save_every < 0 || a.eval_every < 0 || a.eval_batches < 0 ||
+        a.log_every < 0)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: step counts must be >= 0"));
+    MtTrainConfig tc = {0};
+    tc.cfg = (MtConfig){.V = a.vocab, .T = a.ctx ? a.ctx : a.seq_len, .L = a.layers, .NH = a.heads,
+                        .C = a.dim};
+    MtTrainState rs = {0};
+    if (a.resume) {
+        const char *model_flags[] = {"layers", "heads", "dim", "vocab", "context"};
+        for (int i = 0; i < 5; i++)
+            if (mt_flag_find(flags, nflags, model_flags[i])->set)
+                return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --%s cannot be combined with "
+                                            "--resume (the checkpoint defines the model)", model_flags[i]));
+        if ((s = mt_ckpt_read_config(a.resume, &tc.cfg)) != MT_OK)
+            return mt_cli_fail(s);
+    }
+    if (tc.cfg.T < a.seq_len)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --seq-len %d is longer than the context length %d",
+                                    a.seq_len, tc.cfg.T));
+    tc.batch = a.batch;
+    tc.micro = a.micro ? a.micro : a.batch;
+    tc.seq = a.seq_len;
+    tc.seed = a.seed;
+    tc.oc = (MtOptimConfig){.lr = a.lr, .min_lr_frac = a.min_lr_frac, .warmup = a.warmup,
+                            .steps = a.steps, .beta1 = a.beta1, .beta2 = a.beta2, .eps = 1e-8f,
+                            .weight_decay = a.wd, .grad_clip = a.clip};
+    tc.threads = mt_cli_setup_threads(a.threads);
+    if (a.threads < 0)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --threads %d must be >= 0", a.threads));
+    if ((s = mt_config_check(&tc.cfg)) != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+    if (a.save && (s = check_save_dir(a.save)) != MT_OK)
+        return mt_cli_fail(s);
+    MtTokens train = {0}, val = {0};
+    if ((s = load_data(a.data, "train.bin", 1, &train)) != MT_OK ||
+        (s = load_data(a.data, "val.bin", 0, &val)) != MT_OK)
+        return mt_cli_fail(s);
+    int rc = 0;
+    if ((int64_t)train.vocab > tc.cfg.V) {
+        rc = mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: the data's vocabulary (%u) is larger than "
+                                  "the model's (%d)", train.vocab, tc.cfg.V));
+        goto out_data;
+    }
+    if (train.count < (int64_t)a.seq_len + 2) {
+        rc = mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: %s/train.bin holds %lld tokens, fewer than "
+                                  "one sequence of %d", a.data, (long long)train.count, a.seq_len + 1));
+        goto out_data;
+    }
+    MtTrainer tr;
+    if ((s = mt_trainer_init(&tr, &tc)) != MT_OK) {
+        rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+        goto out_data;
+    }
+    if (a.resume) {
+        if ((s = mt_ckpt_load_params(a.resume, tr.table, tr.nparams, tr.params)) != MT_OK ||
+            (s = mt_ckpt_load_train(a.resume, tr.table, tr.nparams, tr.m, tr.v, &rs)) != MT_OK) {
+            rc = mt_cli_fail(s);
+            goto out_trainer;
+        }
+        tr.step = rs.step;
+        if (!mt_flag_find(flags, nflags, "seed")->set)
+            tr.tc.seed = rs.seed;
+    }
+    FILE *jf = NULL;
+    if (a.log_json && !(jf = fopen(a.log_json, a.resume ? "a" : "w"))) {
+        rc = mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: cannot open --log-json %s: %s", a.log_json,
+                                  strerror(errno)));
+        goto out_trainer;
+    }
+    int64_t nval = val.count > 0 ? (val.count - 1) / a.seq_len : 0;
+    int64_t val_windows = (int64_t)a.eval_batches * tc.micro;
+    if (val_windows > nval)
+        val_windows = nval;
+    printf("meshtrain train: %d layers, %d heads, width %d, context %d, vocab %d: %.2fM parameters\n",
+           tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.T, tc.cfg.V, tr.nfloats / 1e6);
+    printf("  batch %d x %d tokens (micro-batch %d), %d steps from step %lld, %d threads, %s\n",
+           tc.batch, tc.seq, tc.micro, a.steps, (long long)tr.step, tc.threads, mt_gemm_name());
+    printf("  memory: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
+           tr.mem.cur[MT_MEM_PARAMS] / 1048576.0, tr.mem.cur[MT_MEM_GRADS] / 1048576.0,
+           tr.mem.cur[MT_MEM_OPTIM] / 1048576.0, tr.mem.cur[MT_MEM_ACTS] / 1048576.0);
+    fflush(stdout);
+    double t_total = 0.0;
+    int64_t timed = 0;
+    MtStepStats st = {0};
+    while (tr.step < a.steps) {
+        mt_mem_reset_peaks(&tr.mem);
+        double t0 = mt_now();
+        mt_trainer_step(&tr, &train, &st);
+        double dt = mt_now() - t0;
+        t_total += dt;
+        timed++;
+        if (!isfinite(st.loss)) {
+            fprintf(stderr, "meshtrain train: [rank 0/1] loss is %g at step %lld; stopping\n", st.loss,
+                    (long long)tr.step);
+            rc = 1;
+            break;
+        }
+        double tps = (double)tc.batch * tc.seq / dt;
+        double vl = NAN;
+        int last = tr.step == a.steps;
+        if (val_windows > 0 && ((a.eval_every > 0 && tr.step % a.eval_every == 0) || last))
+            vl = mt_trainer_eval(&tr, &val, val_windows);
+        if (jf)
+            log_json(jf, &tr, &st, dt * 1e3, tps, vl);
+        if ((a.log_every > 0 && tr.step % a.log_every == 0) || last || !isnan(vl) || tr.step == 1) {
+            char eta[32];
+            fmt_eta(eta, sizeof eta, (a.steps - tr.step) * (t_total / timed));
+            printf("step %5lld/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | eta %s",
+                   (long long)tr.step, a.steps, st.loss, st.lr, st.grad_norm, dt * 1e3, tps, eta);
+            if (!isnan(vl))
+                printf(" | val %.4f", vl);
+            printf("\n");
+            fflush(stdout);
+        }
+        if (a.save && ((a.save_every > 0 && tr.step % a.save_every == 0 && !last))) {
+            MtTrainState ts = {.step = tr.step, .seed = tr.tc.seed, .batch = tc.batch,
+                               .micro = tc.micro, .seq = tc.seq, .oc = tc.oc};
+            if ((s = mt_ckpt_save(a.save, &tc.cfg, tr.table, tr.nparams, tr.params, tr.m, tr.v, &ts)) != MT_OK) {
+                rc = mt_cli_fail(s);
+                break;
+            }
+        }
+    }
+    if (rc == 0 && a.save) {
+        MtTrainState ts = {.step = tr.step, .seed = tr.tc.seed, .batch = tc.batch, .micro = tc.micro,
+                           .seq = tc.seq, .oc = tc.oc};
+        if ((s = mt_ckpt_save(a.save, &tc.cfg, tr.table, tr.nparams, tr.params, tr.m, tr.v, &ts)) != MT_OK)
+            rc = mt_cli_fail(s);
+        else
+            printf("saved checkpoint %s (step %lld)\n", a.save, (long long)tr.step);
+    }
+    if (timed > 0)
+        printf("done: %lld steps, %.1f ms/step on average\n", (long long)timed, 1e3 * t_total / timed);
+    if (jf)
+        fclose(jf);
+out_trainer:
+    mt_trainer_free(&tr);
+out_data:
+    mt_tokens_free(&train);
+    mt_tokens_free(&val);
+    return rc;
+}

@@ -1,0 +1,111 @@
+/* flags.c - the flag parser of flags.h. */
+#include "flags.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const Flag *mt_flag_find(const Flag *flags, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(flags[i].name, name) == 0)
+            return &flags[i];
+    return NULL;
+}
+
+static MtStatus set_value(Flag *f, const char *v, const char *cmd)
+{
+    char *end;
+    errno = 0;
+    switch (f->type) {
+    case FLAG_INT: {
+        long x = strtol(v, &end, 10);
+        if (*v == 0 || *end || errno || x < -2147483647L || x > 2147483647L)
+            return mt_error(MT_EINPUT, "meshtrain %s: --%s needs an integer, got '%s'", cmd, f->name, v);
+        *(int *)f->dst = (int)x;
+        break;
+    }
+    case FLAG_U64: {
+        unsigned long long x = strtoull(v, &end, 10);
+        if (*v == 0 || *v == '-' || *end || errno)
+            return mt_error(MT_EINPUT, "meshtrain %s: --%s needs a non-negative integer, got '%s'",
+                            cmd, f->name, v);
+        *(uint64_t *)f->dst = x;
+        break;
+    }
+    case FLAG_FLOAT: {
+        double x = strtod(v, &end);
+        if (*v == 0 || *end || errno || !isfinite(x))
+            return mt_error(MT_EINPUT, "meshtrain %s: --%s needs a number, got '%s'", cmd, f->name, v);
+        *(float *)f->dst = (float)x;
+        break;
+    }
+    case FLAG_STR:
+        *(const char **)f->dst = v;
+        break;
+    case FLAG_BOOL:
+        *(int *)f->dst = 1;
+        break;
+    }
+    f->set = 1;
+    return MT_OK;
+}
+
+MtStatus mt_flags_parse(Flag *flags, int n, int argc, char **argv, const char *cmd, int *help)
+{
+    *help = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            *help = 1;
+            return MT_OK;
+        }
+        if (strncmp(a, "--", 2) != 0)
+            return mt_error(MT_EINPUT, "meshtrain %s: unexpected argument '%s' (flags start with --)",
+                            cmd, a);
+        char name[64];
+        const char *eq = strchr(a + 2, '=');
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (len >= sizeof name)
+            return mt_error(MT_EINPUT, "meshtrain %s: unknown flag '%s'", cmd, a);
+        memcpy(name, a + 2, len);
+        name[len] = 0;
+        Flag *f = (Flag *)mt_flag_find(flags, n, name);
+        if (!f)
+            return mt_error(MT_EINPUT, "meshtrain %s: unknown flag --%s (see meshtrain %s --help)",
+                            cmd, name, cmd);
+        if (f->set)
+            return mt_error(MT_EINPUT, "meshtrain %s: --%s given twice", cmd, name);
+        if (f->type == FLAG_BOOL) {
+            if (eq)
+                return mt_error(MT_EINPUT, "meshtrain %s: --%s takes no value", cmd, name);
+            MT_TRY(set_value(f, "", cmd));
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v)
+            return mt_error(MT_EINPUT, "meshtrain %s: --%s needs a value", cmd, name);
+        MT_TRY(set_value(f, v, cmd));
+    }
+    return MT_OK;
+}
+
+void mt_flags_usage(const Flag *flags, int n, const char *cmd, const char *summary)
+{
+    printf("usage: meshtrain %s [flags]\n%s\n\nflags:\n", cmd, summary);
+    for (int i = 0; i < n; i++) {
+        const Flag *f = &flags[i];
+        char def[64] = "";
+        switch (f->type) {
+        case FLAG_INT: snprintf(def, sizeof def, "%d", *(int *)f->dst); break;
+        case FLAG_U64: snprintf(def, sizeof def, "%llu", (unsigned long long)*(uint64_t *)f->dst); break;
+        case FLAG_FLOAT: snprintf(def, sizeof def, "%g", *(float *)f->dst); break;
+        case FLAG_STR: snprintf(def, sizeof def, "%s", *(const char **)f->dst ? *(const char **)f->dst : ""); break;
+        case FLAG_BOOL: break;
+        }
+        printf("  --%-20s %s%s%s%s\n", f->name, f->help, def[0] ? " (default: " : "", def,
+               def[0] ? ")" : "");
+    }
+}

@@ -1,0 +1,42 @@
+/* main.c - the meshtrain command: dispatch to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "mt_cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: meshtrain <command> [flags]   (meshtrain <command> --help for its flags)\n"
+            "commands:\n"
+            "  prepare   turn a text file into train.bin and val.bin token files\n"
+            "  train     train a GPT-2 model\n"
+            "  eval      mean next-token loss of a checkpoint on a token or text file\n"
+            "  sample    generate text from a checkpoint\n"
+            "  bench     time full training steps on random data (prints JSON)\n"
+            "  schedule  print a pipeline schedule (not available yet)\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "train") == 0) return mt_cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "eval") == 0) return mt_cmd_eval(argc - 2, argv + 2);
+    if (strcmp(cmd, "sample") == 0) return mt_cmd_sample(argc - 2, argv + 2);
+    if (strcmp(cmd, "prepare") == 0) return mt_cmd_prepare(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0) return mt_cmd_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "schedule") == 0) {
+        fprintf(stderr, "meshtrain schedule: pipeline schedules are not implemented yet\n");
+        return 2;
+    }
+    fprintf(stderr, "meshtrain: unknown command '%s' (try meshtrain --help)\n", cmd);
+    return 2;
+}

@@ -1,0 +1,17 @@
+/* mt_cli.h - the meshtrain subcommands.  Each returns an exit status (0, 2 bad input,
+ * 1 run-time failure) and prints its own errors as one line on stderr. */
+#ifndef MT_CLI_H
+#define MT_CLI_H
+
+int mt_cmd_train(int argc, char **argv);
+int mt_cmd_eval(int argc, char **argv);
+int mt_cmd_sample(int argc, char **argv);
+int mt_cmd_prepare(int argc, char **argv);
+int mt_cmd_bench(int argc, char **argv);
+
+/* Threads, BLAS and kernels set up for this process (threads <= 0: one per core). */
+int mt_cli_setup_threads(int threads);
+/* Prints "meshtrain: <message>" and returns the exit status for s. */
+int mt_cli_fail(int status);
+
+#endif

@@ -1,0 +1,282 @@
+/* checkpoint.c - save and load the checkpoint directory. */
+#include "mt_checkpoint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mt_fsutil.h"
+#include "mt_json.h"
+#include "mt_safetensors.h"
+
+static MtStatus write_text(const char *path, const MtBuf *b)
+{
+    if (b->failed)
+        return mt_error(MT_ENOMEM, "out of memory writing %s", path);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return mt_error(MT_EIO, "cannot create %s: %s", path, strerror(errno));
+    int ok = fwrite(b->data, 1, b->len, f) == b->len;
+    ok = fclose(f) == 0 && ok;
+    return ok ? MT_OK : mt_error(MT_EIO, "writing %s failed", path);
+}
+
+static MtStatus read_json(const char *path, MtJson **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mt_error(MT_EINPUT, "cannot open %s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (n < 0 || n > (1 << 20)) {
+        fclose(f);
+        return mt_error(MT_EINPUT, "%s: larger than 1 MiB, not a meshtrain JSON file", path);
+    }
+    char *text = malloc((size_t)n + 1);
+    if (!text || fread(text, 1, (size_t)n, f) != (size_t)n) {
+        free(text);
+        fclose(f);
+        return mt_error(MT_EINPUT, "%s: read failed", path);
+    }
+    fclose(f);
+    MtStatus s = mt_json_parse(text, (size_t)n, out);
+    free(text);
+    if (s != MT_OK)
+        return mt_error_prefix(s, "%s", path);
+    if (mt_json_type(*out) != MT_JSON_OBJECT) {
+        mt_json_free(*out);
+        *out = NULL;
+        return mt_error(MT_EINPUT, "%s: not a JSON object", path);
+    }
+    return MT_OK;
+}
+
+static MtStatus get_int(const MtJson *obj, const char *key, const char *path, int64_t lo,
+                        int64_t hi, int64_t *out)
+{
+    const MtJson *v = mt_json_get(obj, key);
+    if (!v)
+        return mt_error(MT_EINPUT, "%s: missing \"%s\"", path, key);
+    if (mt_json_i64(v, out) != MT_OK || *out < lo || *out > hi)
+        return mt_error(MT_EINPUT, "%s: \"%s\" must be an integer in [%lld, %lld]", path, key,
+                        (long long)lo, (long long)hi);
+    return MT_OK;
+}
+
+static MtStatus get_num(const MtJson *obj, const char *key, const char *path, float *out)
+{
+    const MtJson *v = mt_json_get(obj, key);
+    if (!v || mt_json_type(v) != MT_JSON_NUMBER)
+        return mt_error(MT_EINPUT, "%s: missing or non-numeric \"%s\"", path, key);
+    *out = (float)mt_json_num(v);
+    return MT_OK;
+}
+
+static MtStatus write_tensors(const char *path, const char *prefix, const MtParam *table, int n,
+                              const float *base)
+{
+    MtStEntry *e = calloc((size_t)n, sizeof *e);
+    char(*names)[MT_NAME_MAX + 16] = calloc((size_t)n, sizeof *names);
+    if (!e || !names) {
+        free(e);
+        free(names);
+        return mt_error(MT_ENOMEM, "out of memory writing %s", path);
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], sizeof names[i], "%s%s", prefix, table[i].name);
+        e[i].name = names[i];
+        e[i].ndim = table[i].ndim;
+        e[i].shape[0] = table[i].shape[0];
+        e[i].shape[1] = table[i].shape[1];
+        e[i].data = base + table[i].offset;
+    }
+    const char *meta[] = {"format", "pt"};
+    MtStatus s = mt_st_write(path, e, n, meta, 1);
+    free(e);
+    free(names);
+    return s;
+}
+
+MtStatus mt_ckpt_save(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams,
+                      const float *params, const float *m, const float *v, const MtTrainState *ts)
+{
+    char tmp[4096], path[4200];
+    MT_TRY(mt_dir_stage(dir, tmp, sizeof tmp));
+    MtStatus s;
+    MtBuf b;
+    mt_buf_init(&b);
+    mt_buf_printf(&b,
+                  "{\n  \"model_type\": \"gpt2\",\n  \"architectures\": [\"GPT2LMHeadModel\"],\n"
+                  "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"n_positions\": %d,\n"
+                  "  \"n_ctx\": %d,\n  \"vocab_size\": %d,\n  \"layer_norm_epsilon\": 1e-05,\n"
+                  "  \"activation_function\": \"gelu_new\",\n  \"tie_word_embeddings\": true,\n"
+                  "  \"n_inner\": null,\n  \"torch_dtype\": \"float32\",\n"
+                  "  \"meshtrain_tokenizer\": \"bytes\"\n}\n",
+                  cfg->L, cfg->NH, cfg->C, cfg->T, cfg->T, cfg->V);
+    snprintf(path, sizeof path, "%s/config.json", tmp);
+    s = write_text(path, &b);
+    mt_buf_free(&b);
+    if (s != MT_OK)
+        goto fail;
+    snprintf(path, sizeof path, "%s/model.safetensors", tmp);
+    if ((s = write_tensors(path, "", table, nparams, params)) != MT_OK)
+        goto fail;
+    if (m && v && ts) {
+        int n2 = 2 * nparams;
+        MtParam *t2 = calloc((size_t)n2, sizeof *t2);
+        float *both = NULL;
+        if (!t2) {
+            s = mt_error(MT_ENOMEM, "out of memory saving the optimizer");
+            goto fail;
+        }
+        /* a table for [m | v] laid out back to back, names prefixed */
+        int64_t total = table[nparams - 1].offset + table[nparams - 1].numel;
+        both = malloc(sizeof(float) * (size_t)(2 * total));
+        if (!both) {
+            free(t2);
+            s = mt_error(MT_ENOMEM, "out of memory saving the optimizer");
+            goto fail;
+        }
+        memcpy(both, m, sizeof(float) * (size_t)total);
+        memcpy(both + total, v, sizeof(float) * (size_t)total);
+        for (int i = 0; i < nparams; i++) {
+            t2[i] = table[i];
+            t2[nparams + i] = table[i];
+            snprintf(t2[i].name, sizeof t2[i].name, "exp_avg.%.50s", table[i].name);
+            snprintf(t2[nparams + i].name, sizeof t2[i].name, "exp_avg_sq.%.47s", table[i].name);
+            t2[nparams + i].offset += total;
+        }
+        snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
+        s = write_tensors(path, "", t2, n2, both);
+        free(t2);
+        free(both);
+        if (s != MT_OK)
+            goto fail;
+        const MtOptimConfig *o = &ts->oc;
+        mt_buf_init(&b);
+        mt_buf_printf(&b,
+                      "{\n  \"step\": %lld,\n  \"data_cursor\": %lld,\n  \"seed\": %llu,\n"
+                      "  \"batch_size\": %d,\n  \"micro_batch_size\": %d,\n  \"seq_len\": %d,\n"
+                      "  \"lr\": %.9g,\n  \"min_lr_frac\": %.9g,\n  \"warmup\": %d,\n  \"steps\": %d,\n"
+                      "  \"beta1\": %.9g,\n  \"beta2\": %.9g,\n  \"eps\": %.9g,\n"
+                      "  \"weight_decay\": %.9g,\n  \"grad_clip\": %.9g\n}\n",
+                      (long long)ts->step, (long long)ts->step, (unsigned long long)ts->seed,
+                      ts->batch, ts->micro, ts->seq, o->lr, o->min_lr_frac, o->warmup, o->steps,
+                      o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip);
+        snprintf(path, sizeof path, "%s/trainer_state.json", tmp);
+        s = write_text(path, &b);
+        mt_buf_free(&b);
+        if (s != MT_OK)
+            goto fail;
+    }
+    if ((s = mt_dir_commit(tmp, dir)) != MT_OK)
+        goto fail;
+    return MT_OK;
+fail:
+    {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mt_error_msg());
+        mt_dir_remove(tmp);
+        return mt_error(s, "saving checkpoint %s: %s", dir, msg);
+    }
+}
+
+MtStatus mt_ckpt_read_config(const char *dir, MtConfig *cfg)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    MtJson *j;
+    MT_TRY(read_json(path, &j));
+    int64_t L, NH, C, T, V;
+    MtStatus s = MT_OK;
+    const char *mt = mt_json_str(mt_json_get(j, "model_type"));
+    if (!mt || strcmp(mt, "gpt2") != 0)
+        s = mt_error(MT_EINPUT, "%s: model_type must be \"gpt2\"", path);
+    if (s == MT_OK) s = get_int(j, "n_layer", path, 1, MT_MAX_LAYERS, &L);
+    if (s == MT_OK) s = get_int(j, "n_head", path, 1, 65536, &NH);
+    if (s == MT_OK) s = get_int(j, "n_embd", path, 1, 65536, &C);
+    if (s == MT_OK) s = get_int(j, "n_positions", path, 1, 65536, &T);
+    if (s == MT_OK) s = get_int(j, "vocab_size", path, 2, 1 << 24, &V);
+    mt_json_free(j);
+    MT_TRY(s);
+    *cfg = (MtConfig){.V = (int)V, .T = (int)T, .L = (int)L, .NH = (int)NH, .C = (int)C};
+    s = mt_config_check(cfg);
+    return s == MT_OK ? s : mt_error_prefix(s, "%s", path);
+}
+
+static MtStatus load_tensors(const char *path, const char *prefix, const MtParam *table, int n,
+                             float *base)
+{
+    MtStFile f;
+    MT_TRY(mt_st_open(path, &f));
+    MtStatus s = MT_OK;
+    for (int i = 0; i < n && s == MT_OK; i++) {
+        char name[MT_NAME_MAX + 16];
+        snprintf(name, sizeof name, "%s%s", prefix, table[i].name);
+        const MtStTensor *t = mt_st_find(&f, name);
+        if (!t) {
+            s = mt_error(MT_EINPUT, "%s: missing tensor %s", path, name);
+            break;
+        }
+        int same = t->ndim == table[i].ndim;
+        for (int d = 0; same && d < t->ndim; d++)
+            same = t->shape[d] == table[i].shape[d];
+        if (!same) {
+            s = mt_error(MT_EINPUT, "%s: tensor %s has shape [%lld%s%lld], the model needs [%lld%s%lld]",
+                         path, name, (long long)t->shape[0], t->ndim > 1 ? ", " : "",
+                         t->ndim > 1 ? (long long)t->shape[1] : 0LL, (long long)table[i].shape[0],
+                         table[i].ndim > 1 ? ", " : "",
+                         table[i].ndim > 1 ? (long long)table[i].shape[1] : 0LL);
+            break;
+        }
+        memcpy(base + table[i].offset, mt_st_f32(&f, t), sizeof(float) * (size_t)table[i].numel);
+    }
+    if (s == MT_OK && f.ntensors != n && prefix[0] == 0)
+        s = mt_error(MT_EINPUT, "%s: holds %d tensors, the model has %d", path, f.ntensors, n);
+    mt_st_close(&f);
+    return s;
+}
+
+MtStatus mt_ckpt_load_params(const char *dir, const MtParam *table, int nparams, float *params)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    return load_tensors(path, "", table, nparams, params);
+}
+
+MtStatus mt_ckpt_load_train(const char *dir, const MtParam *table, int nparams, float *m, float *v,
+                            MtTrainState *ts)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/trainer_state.json", dir);
+    MtJson *j;
+    MT_TRY(read_json(path, &j));
+    int64_t step, seed, batch, micro, seq, warmup, steps;
+    MtStatus s = get_int(j, "step", path, 0, INT32_MAX, &step);
+    if (s == MT_OK) s = get_int(j, "seed", path, 0, INT64_MAX, &seed);
+    if (s == MT_OK) s = get_int(j, "batch_size", path, 1, INT32_MAX, &batch);
+    if (s == MT_OK) s = get_int(j, "micro_batch_size", path, 1, INT32_MAX, &micro);
+    if (s == MT_OK) s = get_int(j, "seq_len", path, 1, 65536, &seq);
+    if (s == MT_OK) s = get_int(j, "warmup", path, 0, INT32_MAX, &warmup);
+    if (s == MT_OK) s = get_int(j, "steps", path, 0, INT32_MAX, &steps);
+    MtOptimConfig o = {0};
+    if (s == MT_OK) s = get_num(j, "lr", path, &o.lr);
+    if (s == MT_OK) s = get_num(j, "min_lr_frac", path, &o.min_lr_frac);
+    if (s == MT_OK) s = get_num(j, "beta1", path, &o.beta1);
+    if (s == MT_OK) s = get_num(j, "beta2", path, &o.beta2);
+    if (s == MT_OK) s = get_num(j, "eps", path, &o.eps);
+    if (s == MT_OK) s = get_num(j, "weight_decay", path, &o.weight_decay);
+    if (s == MT_OK) s = get_num(j, "grad_clip", path, &o.grad_clip);
+    mt_json_free(j);
+    MT_TRY(s);
+    o.warmup = (int)warmup;
+    o.steps = (int)steps;
+    *ts = (MtTrainState){.step = step, .seed = (uint64_t)seed, .batch = (int)batch,
+                         .micro = (int)micro, .seq = (int)seq, .oc = o};
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    MT_TRY(load_tensors(path, "exp_avg.", table, nparams, m));
+    return load_tensors(path, "exp_avg_sq.", table, nparams, v);
+}

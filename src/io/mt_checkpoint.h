@@ -1,0 +1,35 @@
+/* mt_checkpoint.h - the checkpoint directory (docs/formats.md):
+ *   config.json           Hugging Face GPT-2 configuration
+ *   model.safetensors     parameters, Hugging Face names and shapes, F32
+ *   optimizer.safetensors AdamW moments: "exp_avg.<name>", "exp_avg_sq.<name>"
+ *   trainer_state.json    step, seed, data cursor, optimizer and batch settings
+ * Saving writes a fresh sibling directory and swaps it in atomically, so a crash while
+ * saving leaves the previous checkpoint intact.  Loading validates everything and
+ * answers MT_EINPUT with "<file>: <problem>" on any mismatch.
+ */
+#ifndef MT_CHECKPOINT_H
+#define MT_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "mt_model.h"
+#include "mt_optim.h"
+
+typedef struct {
+    int64_t step;       /* completed steps; also the data cursor of the stateless sampler */
+    uint64_t seed;
+    int batch, micro, seq;
+    MtOptimConfig oc;
+} MtTrainState;
+
+/* m and v may be NULL (no optimizer file is written then; the checkpoint still loads
+ * for eval and sample, and --resume refuses it). */
+MtStatus mt_ckpt_save(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams,
+                      const float *params, const float *m, const float *v, const MtTrainState *ts);
+MtStatus mt_ckpt_read_config(const char *dir, MtConfig *cfg);
+MtStatus mt_ckpt_load_params(const char *dir, const MtParam *table, int nparams, float *params);
+/* Optimizer moments and the training state. */
+MtStatus mt_ckpt_load_train(const char *dir, const MtParam *table, int nparams, float *m, float *v,
+                            MtTrainState *ts);
+
+#endif

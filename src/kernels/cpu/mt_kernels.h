@@ -1,0 +1,67 @@
+/* mt_kernels.h - CPU forward/backward kernels of the GPT-2 model (fp32).
+ *
+ * Conventions (from llm.c): arguments are ordered outputs, inputs, weights, dimensions;
+ * the gradient of x is dx; dimension letters: B batch, T time, C channels, NH heads,
+ * V vocabulary, N = B*T rows.  Accumulation rule: parameter gradients and the residual
+ * stream gradient accumulate (+=); every other activation gradient is overwritten (=).
+ *
+ * Determinism: no kernel's result depends on the number of OpenMP threads.  Work is
+ * split so that each output element is computed by exactly one thread with a fixed
+ * formula; reductions over rows (bias, LayerNorm and embedding gradients) are split
+ * over channels, and each channel sums its rows in row order.
+ */
+#ifndef MT_KERNELS_H
+#define MT_KERNELS_H
+
+#include <stdint.h>
+
+/* out[n,:] = wte[tokens[n],:] + wpe[n % T,:] */
+void mt_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                        int B, int T, int C);
+void mt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                         int B, int T, int C);
+
+/* Per row: out = (x - mean) * rstd * w + b, eps 1e-5.  mean, rstd: (N) saved for backward. */
+void mt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                          const float *w, const float *b, int N, int C);
+/* dinp += ..., dw += ..., db += ... */
+void mt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                           const float *w, const float *mean, const float *rstd, int N, int C);
+
+/* out (N,OC) = residual + bias + inp (N,C) @ w (C,OC); residual and bias may be NULL.
+ * `out` may alias `residual`. */
+void mt_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                       const float *residual, int N, int C, int OC);
+/* dinp (N,C) = dout @ w^T (+= if accumulate); dw (C,OC) += inp^T @ dout; dbias += colsum(dout).
+ * dinp and dbias may be NULL. */
+void mt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                        const float *w, int N, int C, int OC, int accumulate);
+
+/* Causal multi-head self-attention.  qkv (B,T,3C) holds q, k, v; out (B,T,C);
+ * att (B,NH,T,T) keeps the softmax probabilities for backward (upper triangle zero). */
+void mt_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+/* dqkv (B,T,3C) = ...; scratch: T*T floats per thread (mt_attention_scratch_floats). */
+void mt_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                           const float *att, int B, int T, int C, int NH);
+int64_t mt_attention_scratch_floats(int T);
+
+/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+void mt_gelu_forward(float *out, const float *inp, int64_t n);
+/* dinp = gelu'(inp) * dout (dinp may alias dout) */
+void mt_gelu_backward(float *dinp, const float *inp, const float *dout, int64_t n);
+
+/* Fused softmax + cross-entropy over logits (N,V).  losses[n] = -log p[n, targets[n]].
+ * If dscale != 0, logits are replaced by their gradient dscale * (p - onehot(target)).
+ * Returns the sum of the losses, in row order, in double. */
+double mt_crossentropy_fused(float *logits, float *losses, const int32_t *targets, int N, int V,
+                             float dscale);
+
+/* The scalar functions the kernels vectorise (exposed for tests). */
+float mt_expf(float x);
+float mt_tanhf(float x);
+
+/* Number of threads the kernels use (OpenMP); set once at start-up. */
+void mt_kernels_set_threads(int threads);
+int mt_kernels_threads(void);
+
+#endif

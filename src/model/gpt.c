@@ -1,0 +1,270 @@
+/* gpt.c - GPT-2 parameter table, initialisation, activations and the unit-by-unit
+ * forward and backward passes. */
+#include "mt_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mt_gemm.h"
+#include "mt_kernels.h"
+#include "mt_rng.h"
+
+MtStatus mt_config_check(const MtConfig *c)
+{
+    if (c->V < 2 || c->V > (1 << 24))
+        return mt_error(MT_EINPUT, "vocab size %d must be between 2 and 16777216", c->V);
+    if (c->T < 1 || c->T > 65536)
+        return mt_error(MT_EINPUT, "context length %d must be between 1 and 65536", c->T);
+    if (c->L < 1 || c->L > MT_MAX_LAYERS)
+        return mt_error(MT_EINPUT, "layers %d must be between 1 and %d", c->L, MT_MAX_LAYERS);
+    if (c->C < 1 || c->C > 65536)
+        return mt_error(MT_EINPUT, "width %d must be between 1 and 65536", c->C);
+    if (c->NH < 1 || c->C % c->NH != 0)
+        return mt_error(MT_EINPUT, "heads %d must divide the width %d", c->NH, c->C);
+    return MT_OK;
+}
+
+int mt_param_count(const MtConfig *cfg) { return 4 + 12 * cfg->L; }
+
+static void add(MtParam *t, int *i, int64_t *off, const char *name, int ndim, int64_t d0,
+                int64_t d1, int unit, int decay, int resid)
+{
+    MtParam *p = &t[(*i)++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = ndim;
+    p->shape[0] = d0;
+    p->shape[1] = d1;
+    p->numel = ndim == 2 ? d0 * d1 : d0;
+    p->offset = *off;
+    p->unit = unit;
+    p->decay = decay;
+    p->residual_proj = resid;
+    *off += p->numel;
+}
+
+int64_t mt_param_table(const MtConfig *cfg, MtParam *t)
+{
+    int i = 0;
+    int64_t off = 0, C = cfg->C;
+    char n[MT_NAME_MAX];
+    add(t, &i, &off, "transformer.wte.weight", 2, cfg->V, C, 0, 1, 0);
+    add(t, &i, &off, "transformer.wpe.weight", 2, cfg->T, C, 0, 1, 0);
+    for (int l = 0; l < cfg->L; l++) {
+#define P(suffix, nd, d0, d1, dec, res)                                  \
+    snprintf(n, sizeof n, "transformer.h.%d.%s", l, suffix);            \
+    add(t, &i, &off, n, nd, d0, d1, 1 + l, dec, res)
+        P("ln_1.weight", 1, C, 0, 0, 0);
+        P("ln_1.bias", 1, C, 0, 0, 0);
+        P("attn.c_attn.weight", 2, C, 3 * C, 1, 0);
+        P("attn.c_attn.bias", 1, 3 * C, 0, 0, 0);
+        P("attn.c_proj.weight", 2, C, C, 1, 1);
+        P("attn.c_proj.bias", 1, C, 0, 0, 0);
+        P("ln_2.weight", 1, C, 0, 0, 0);
+        P("ln_2.bias", 1, C, 0, 0, 0);
+        P("mlp.c_fc.weight", 2, C, 4 * C, 1, 0);
+        P("mlp.c_fc.bias", 1, 4 * C, 0, 0, 0);
+        P("mlp.c_proj.weight", 2, 4 * C, C, 1, 1);
+        P("mlp.c_proj.bias", 1, C, 0, 0, 0);
+#undef P
+    }
+    add(t, &i, &off, "transformer.ln_f.weight", 1, C, 0, cfg->L + 1, 0, 0);
+    add(t, &i, &off, "transformer.ln_f.bias", 1, C, 0, cfg->L + 1, 0, 0);
+    return off;
+}
+
+void mt_weights_view(const MtConfig *cfg, const MtParam *t, float *base, MtWeights *w)
+{
+    int i = 0;
+    w->wte = base + t[i++].offset;
+    w->wpe = base + t[i++].offset;
+    for (int l = 0; l < cfg->L; l++) {
+        MtBlockWeights *h = &w->h[l];
+        float **slots[12] = {&h->ln1w, &h->ln1b, &h->qkvw, &h->qkvb, &h->attprojw, &h->attprojb,
+                             &h->ln2w, &h->ln2b, &h->fcw, &h->fcb, &h->fcprojw, &h->fcprojb};
+        for (int k = 0; k < 12; k++)
+            *slots[k] = base + t[i++].offset;
+    }
+    w->lnfw = base + t[i++].offset;
+    w->lnfb = base + t[i++].offset;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+void mt_param_init(const MtParam *p, int L, uint64_t seed, int64_t begin, int64_t end, float *dst)
+{
+    int is_ln = strstr(p->name, ".ln_") != NULL;
+    if (ends_with(p->name, ".bias")) {
+        memset(dst, 0, sizeof(float) * (size_t)(end - begin));
+        return;
+    }
+    if (is_ln) {
+        for (int64_t i = begin; i < end; i++)
+            dst[i - begin] = 1.0f;
+        return;
+    }
+    float std = 0.02f;
+    if (p->residual_proj)
+        std = 0.02f / sqrtf(2.0f * (float)L);
+    uint64_t stream = mt_hash_str(p->name);
+    for (int64_t i = begin; i < end; i++)
+        dst[i - begin] = std * mt_rng_normal(seed, stream, (uint64_t)i);
+}
+
+/* ---- activations ---- */
+
+typedef struct {
+    float **slot;
+    int64_t n;
+} Slot;
+
+/* Lists every activation buffer with its size; used both to size and to carve. */
+static int act_slots(const MtConfig *cfg, MtActs *a, int B, int T, int threads, Slot *s)
+{
+    int64_t N = (int64_t)B * T, C = cfg->C;
+    int k = 0;
+#define S(ptr, count) s[k++] = (Slot){&(ptr), (count)}
+    S(a->encoded, N * C);
+    for (int l = 0; l < cfg->L; l++) {
+        S(a->ln1[l], N * C);
+        S(a->ln1_mean[l], N);
+        S(a->ln1_rstd[l], N);
+        S(a->qkv[l], N * 3 * C);
+        S(a->atty[l], N * C);
+        S(a->att[l], (int64_t)B * cfg->NH * T * T);
+        S(a->res2[l], N * C);
+        S(a->ln2[l], N * C);
+        S(a->ln2_mean[l], N);
+        S(a->ln2_rstd[l], N);
+        S(a->fch[l], N * 4 * C);
+        S(a->fch_gelu[l], N * 4 * C);
+        S(a->res3[l], N * C);
+    }
+    S(a->lnf, N * C);
+    S(a->lnf_mean, N);
+    S(a->lnf_rstd, N);
+    S(a->logits, N * cfg->V);
+    S(a->losses, N);
+    S(a->dres, N * C);
+    S(a->dln, N * C);
+    S(a->datty, N * C);
+    S(a->dqkv, N * 3 * C);
+    S(a->dfch, N * 4 * C);
+    S(a->datt_scratch, (int64_t)threads * mt_attention_scratch_floats(T));
+#undef S
+    return k;
+}
+
+#define MAX_SLOTS (32 + 13 * MT_MAX_LAYERS)
+
+int64_t mt_acts_floats(const MtConfig *cfg, int B, int T, int threads)
+{
+    MtActs a;
+    Slot s[MAX_SLOTS];
+    int k = act_slots(cfg, &a, B, T, threads, s);
+    int64_t total = 0;
+    for (int i = 0; i < k; i++)
+        total += (s[i].n + 15) / 16 * 16; /* each buffer 64-byte aligned */
+    return total;
+}
+
+MtStatus mt_acts_alloc(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, int T, int threads)
+{
+    memset(a, 0, sizeof *a);
+    a->B = B;
+    a->T = T;
+    a->floats = mt_acts_floats(cfg, B, T, threads);
+    a->block = mt_mem_alloc(mem, MT_MEM_ACTS, sizeof(float) * (size_t)a->floats);
+    if (!a->block)
+        return mt_error(MT_ENOMEM, "cannot allocate %.1f MiB of activations",
+                        a->floats * 4.0 / (1 << 20));
+    Slot s[MAX_SLOTS];
+    int k = act_slots(cfg, a, B, T, threads, s);
+    float *p = a->block;
+    for (int i = 0; i < k; i++) {
+        *s[i].slot = p;
+        p += (s[i].n + 15) / 16 * 16;
+    }
+    return MT_OK;
+}
+
+void mt_acts_free(MtActs *a, MtMem *mem)
+{
+    if (a->block)
+        mt_mem_free(mem, MT_MEM_ACTS, a->block, sizeof(float) * (size_t)a->floats);
+    a->block = NULL;
+}
+
+/* ---- forward and backward, unit by unit ---- */
+
+static void block_forward(const MtConfig *cfg, const MtBlockWeights *w, MtActs *a, int l,
+                          const float *x)
+{
+    int B = a->B, T = a->T, C = cfg->C, N = B * T;
+    mt_layernorm_forward(a->ln1[l], a->ln1_mean[l], a->ln1_rstd[l], x, w->ln1w, w->ln1b, N, C);
+    mt_matmul_forward(a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, NULL, N, C, 3 * C);
+    mt_attention_forward(a->atty[l], a->att[l], a->qkv[l], B, T, C, cfg->NH);
+    mt_matmul_forward(a->res2[l], a->atty[l], w->attprojw, w->attprojb, x, N, C, C);
+    mt_layernorm_forward(a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], a->res2[l], w->ln2w, w->ln2b, N, C);
+    mt_matmul_forward(a->fch[l], a->ln2[l], w->fcw, w->fcb, NULL, N, C, 4 * C);
+    mt_gelu_forward(a->fch_gelu[l], a->fch[l], (int64_t)N * 4 * C);
+    mt_matmul_forward(a->res3[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, a->res2[l], N, 4 * C, C);
+}
+
+/* On entry a->dres holds the gradient of the block's output; on return, of its input. */
+static void block_backward(const MtConfig *cfg, const MtBlockWeights *w, const MtBlockWeights *g,
+                           MtActs *a, int l, const float *x)
+{
+    int B = a->B, T = a->T, C = cfg->C, N = B * T;
+    /* MLP: res3 = res2 + gelu(ln2 @ fc) @ fcproj */
+    mt_matmul_backward(a->dfch, g->fcprojw, g->fcprojb, a->dres, a->fch_gelu[l], w->fcprojw, N,
+                       4 * C, C, 0);
+    mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * 4 * C);
+    mt_matmul_backward(a->dln, g->fcw, g->fcb, a->dfch, a->ln2[l], w->fcw, N, C, 4 * C, 0);
+    mt_layernorm_backward(a->dres, g->ln2w, g->ln2b, a->dln, a->res2[l], w->ln2w, a->ln2_mean[l],
+                          a->ln2_rstd[l], N, C);
+    /* attention: res2 = x + attn(ln1(x)) @ attproj */
+    mt_matmul_backward(a->datty, g->attprojw, g->attprojb, a->dres, a->atty[l], w->attprojw, N, C,
+                       C, 0);
+    mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, C,
+                          cfg->NH);
+    mt_matmul_backward(a->dln, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * C, 0);
+    mt_layernorm_backward(a->dres, g->ln1w, g->ln1b, a->dln, x, w->ln1w, a->ln1_mean[l],
+                          a->ln1_rstd[l], N, C);
+}
+
+double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,
+                        const int32_t *targets, float dscale)
+{
+    int B = a->B, T = a->T, C = cfg->C, N = B * T;
+    mt_encoder_forward(a->encoded, tokens, w->wte, w->wpe, B, T, C);
+    const float *x = a->encoded;
+    for (int l = 0; l < cfg->L; l++) {
+        block_forward(cfg, &w->h[l], a, l, x);
+        x = a->res3[l];
+    }
+    mt_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, N, C);
+    /* logits (N,V) = lnf @ wte^T (tied head) */
+    mt_gemm(0, 1, N, cfg->V, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, cfg->V, 0);
+    return mt_crossentropy_fused(a->logits, a->losses, targets, N, cfg->V, dscale);
+}
+
+void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a,
+                       const int32_t *tokens)
+{
+    int B = a->B, T = a->T, C = cfg->C, N = B * T, L = cfg->L;
+    /* head: dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte */
+    mt_gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
+    mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
+    memset(a->dres, 0, sizeof(float) * (size_t)N * C);
+    mt_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, L > 0 ? a->res3[L - 1] : a->encoded,
+                          w->lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+    for (int l = L - 1; l >= 0; l--)
+        block_backward(cfg, &w->h[l], &g->h[l], a, l, l > 0 ? a->res3[l - 1] : a->encoded);
+    mt_encoder_backward(g->wte, g->wpe, a->dres, tokens, B, T, C);
+}

@@ -1,0 +1,111 @@
+/* mt_model.h - the GPT-2 model: configuration, parameter table, units, forward/backward.
+ *
+ * Parameters live in one flat float array, in the order of the parameter table (the
+ * Hugging Face GPT-2 names and shapes).  The table is the single source of truth for
+ * save, load, initialisation, optimizer flags and memory accounting: all are loops over
+ * it.  MtWeights is a set of named views into any flat array laid out like the table
+ * (parameters, gradients, optimizer moments); views never own memory.
+ *
+ * Units are the grain of every parallel technique: unit 0 is the embedding (wte, wpe),
+ * units 1..L the transformer blocks, unit L+1 the head (ln_f; the LM head is tied to wte,
+ * which the embedding unit owns).
+ */
+#ifndef MT_MODEL_H
+#define MT_MODEL_H
+
+#include <stdint.h>
+
+#include "mt_core.h"
+#include "mt_mem.h"
+
+typedef struct {
+    int V;  /* vocabulary size */
+    int T;  /* context length (n_positions) */
+    int L;  /* layers */
+    int NH; /* heads */
+    int C;  /* width */
+} MtConfig;
+
+#define MT_NAME_MAX 64
+
+typedef struct {
+    char name[MT_NAME_MAX]; /* Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight" */
+    int ndim;
+    int64_t shape[2];
+    int64_t offset;         /* in floats, into the flat array */
+    int64_t numel;
+    int unit;               /* 0 embedding, 1..L blocks, L+1 head */
+    int decay;              /* AdamW weight decay applies (2-D weights only) */
+    int residual_proj;      /* output projection of a residual branch (scaled init) */
+} MtParam;
+
+typedef struct {
+    float *ln1w, *ln1b;     /* (C) */
+    float *qkvw, *qkvb;     /* (C,3C), (3C) */
+    float *attprojw, *attprojb; /* (C,C), (C) */
+    float *ln2w, *ln2b;     /* (C) */
+    float *fcw, *fcb;       /* (C,4C), (4C) */
+    float *fcprojw, *fcprojb; /* (4C,C), (C) */
+} MtBlockWeights;
+
+#define MT_MAX_LAYERS 256
+
+typedef struct {
+    float *wte;             /* (V,C) */
+    float *wpe;             /* (T,C) */
+    MtBlockWeights h[MT_MAX_LAYERS];
+    float *lnfw, *lnfb;     /* (C) */
+} MtWeights;
+
+/* Checks the configuration; MT_EINPUT with one line naming the problem. */
+MtStatus mt_config_check(const MtConfig *cfg);
+/* Number of parameter tensors (4 + 12 L). */
+int mt_param_count(const MtConfig *cfg);
+/* Fills table[0 .. mt_param_count) in flat order; returns the total number of floats. */
+int64_t mt_param_table(const MtConfig *cfg, MtParam *table);
+/* Named views into a flat array laid out like the table. */
+void mt_weights_view(const MtConfig *cfg, const MtParam *table, float *base, MtWeights *w);
+/* GPT-2 initialisation of elements [begin, end) of parameter p, written to dst[0 .. end-begin):
+ * weights ~ N(0, 0.02) (residual projections 0.02/sqrt(2L)), biases 0, LayerNorm weights 1.
+ * A pure function of (seed, p->name, element index). */
+void mt_param_init(const MtParam *p, int L, uint64_t seed, int64_t begin, int64_t end, float *dst);
+
+/* Activations of one micro-batch of B sequences of length T (T <= cfg.T). */
+typedef struct {
+    int B, T;
+    float *encoded;                 /* (B,T,C) residual stream into block 0 */
+    float *ln1[MT_MAX_LAYERS], *ln1_mean[MT_MAX_LAYERS], *ln1_rstd[MT_MAX_LAYERS];
+    float *qkv[MT_MAX_LAYERS];      /* (B,T,3C) */
+    float *atty[MT_MAX_LAYERS];     /* (B,T,C) attention output before its projection */
+    float *att[MT_MAX_LAYERS];      /* (B,NH,T,T) softmax probabilities */
+    float *res2[MT_MAX_LAYERS];     /* (B,T,C) residual after attention */
+    float *ln2[MT_MAX_LAYERS], *ln2_mean[MT_MAX_LAYERS], *ln2_rstd[MT_MAX_LAYERS];
+    float *fch[MT_MAX_LAYERS];      /* (B,T,4C) pre-GELU */
+    float *fch_gelu[MT_MAX_LAYERS]; /* (B,T,4C) */
+    float *res3[MT_MAX_LAYERS];     /* (B,T,C) block output */
+    float *lnf, *lnf_mean, *lnf_rstd;
+    float *logits;                  /* (B,T,V), replaced by dlogits in training */
+    float *losses;                  /* (B,T) */
+    /* backward scratch, one layer's worth */
+    float *dres, *dln, *datty, *dqkv, *dfch, *datt_scratch;
+    float *block;                   /* the one allocation behind all of the above */
+    int64_t floats;
+} MtActs;
+
+/* One allocation (category activations) for micro-batches of B x T; NULL-safe free. */
+MtStatus mt_acts_alloc(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, int T, int threads);
+void mt_acts_free(MtActs *a, MtMem *mem);
+/* Floats that mt_acts_alloc takes (pure; used by memory formulas). */
+int64_t mt_acts_floats(const MtConfig *cfg, int B, int T, int threads);
+
+/* Forward of one micro-batch: tokens and targets (B*T each).  If dscale != 0 the logits
+ * are replaced by the loss gradient scaled by dscale (= 1 / tokens in the step).
+ * Returns the sum of the token losses (double, row order). */
+double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,
+                        const int32_t *targets, float dscale);
+/* Backward of the micro-batch whose forward ran with dscale != 0: parameter gradients
+ * accumulate (+=) into g. */
+void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a,
+                       const int32_t *tokens);
+
+#endif

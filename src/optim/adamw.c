@@ -1,0 +1,84 @@
+/* adamw.c - AdamW, gradient norm and clipping, learning-rate schedule. */
+#include "mt_optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+float mt_lr_at(const MtOptimConfig *oc, int step)
+{
+    if (oc->warmup > 0 && step < oc->warmup)
+        return oc->lr * (float)(step + 1) / (float)oc->warmup;
+    float min_lr = oc->lr * oc->min_lr_frac;
+    int span = oc->steps - oc->warmup;
+    if (span <= 0)
+        return oc->lr;
+    double frac = (double)(step - oc->warmup) / span;
+    if (frac > 1.0)
+        frac = 1.0;
+    return min_lr + 0.5f * (oc->lr - min_lr) * (float)(1.0 + cos(M_PI * frac));
+}
+
+double mt_grad_sumsq(const MtParam *table, int nparams, const float *g)
+{
+    int64_t maxnb = 1;
+    for (int p = 0; p < nparams; p++) {
+        int64_t nb = (table[p].numel + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
+        maxnb = nb > maxnb ? nb : maxnb;
+    }
+    double *partial = malloc(sizeof(double) * (size_t)maxnb); /* small: one double per block */
+    MT_ASSERT(partial, "out of memory for %lld block sums", (long long)maxnb);
+    double total = 0.0;
+    for (int p = 0; p < nparams; p++) {
+        const float *x = g + table[p].offset;
+        int64_t n = table[p].numel, nb = (n + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
+#pragma omp parallel for schedule(static) if (nb > 4)
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t lo = b * MT_NORM_BLOCK, hi = lo + MT_NORM_BLOCK < n ? lo + MT_NORM_BLOCK : n;
+            double s = 0.0;
+            for (int64_t i = lo; i < hi; i++)
+                s += (double)x[i] * x[i];
+            partial[b] = s;
+        }
+        for (int64_t b = 0; b < nb; b++)
+            total += partial[b];
+    }
+    free(partial);
+    return total;
+}
+
+void mt_grad_clip(float *g, int64_t n, float clip, double norm)
+{
+    if (clip <= 0.0f)
+        return;
+    double coef = clip / (norm + 1e-6);
+    if (coef >= 1.0)
+        return;
+    float c = (float)coef;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        g[i] *= c;
+}
+
+void mt_adamw_step(const MtParam *table, int nparams, float *params, const float *grads, float *m,
+                   float *v, const MtOptimConfig *oc, float lr, int t)
+{
+    float b1 = oc->beta1, b2 = oc->beta2, eps = oc->eps;
+    float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
+    float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2);
+    for (int p = 0; p < nparams; p++) {
+        int64_t off = table[p].offset, n = table[p].numel;
+        float decay = table[p].decay ? 1.0f - lr * oc->weight_decay : 1.0f;
+        float *x = params + off, *mp = m + off, *vp = v + off;
+        const float *gp = grads + off;
+#pragma omp parallel for schedule(static) if (n > 16384)
+        for (int64_t i = 0; i < n; i++) {
+            float g = gp[i];
+            float mi = b1 * mp[i] + (1.0f - b1) * g;
+            float vi = b2 * vp[i] + (1.0f - b2) * g * g;
+            mp[i] = mi;
+            vp[i] = vi;
+            float denom = sqrtf(vi) / bc2_sqrt + eps;
+            x[i] = x[i] * decay - step_size * mi / denom;
+        }
+    }
+}

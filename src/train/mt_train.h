@@ -1,0 +1,66 @@
+/* mt_train.h - one device's training state and step.
+ *
+ * Canonical accumulation.  A step's global batch of `batch` sequences is cut into
+ * M = batch / micro micro-batches of `micro` sequences, micro-batch k holding samples
+ * [k*micro, (k+1)*micro).  The step's gradient (and loss) is the sum of the micro-batch
+ * gradients (losses), each already divided by the number of tokens in the whole step,
+ * combined as a balanced pairwise tree over the micro-batch index:
+ *     S(lo, hi) = g[lo]                              if hi - lo == 1
+ *               = S(lo, mid) + S(mid, hi),  mid = lo + (hi - lo) / 2   otherwise.
+ * Evaluated depth first, it needs ceil(log2 M) extra gradient buffers.  A layout whose
+ * ranks each own a whole subtree can reproduce these sums bit for bit.
+ */
+#ifndef MT_TRAIN_H
+#define MT_TRAIN_H
+
+#include "mt_data.h"
+#include "mt_mem.h"
+#include "mt_model.h"
+#include "mt_optim.h"
+
+typedef struct {
+    MtConfig cfg;
+    MtOptimConfig oc;
+    int batch;     /* sequences per step (global) */
+    int micro;     /* sequences per micro-batch */
+    int seq;       /* training sequence length, <= cfg.T */
+    int threads;
+    uint64_t seed;
+} MtTrainConfig;
+
+#define MT_MAX_TREE 32
+
+typedef struct {
+    MtTrainConfig tc;
+    MtMem mem;
+    int nparams;
+    MtParam *table;
+    int64_t nfloats;
+    float *params, *grads, *m, *v; /* flat, laid out like the table */
+    float *gtmp[MT_MAX_TREE];      /* tree accumulation buffers */
+    int ntmp;
+    MtWeights w;
+    MtActs acts;
+    int32_t *inputs, *targets;     /* one global batch (batch x seq each) */
+    int64_t step;                  /* steps completed */
+} MtTrainer;
+
+typedef struct {
+    float loss, grad_norm, lr;
+} MtStepStats;
+
+/* Checks tc (MT_EINPUT, one line), then allocates everything and initialises the
+ * parameters from tc->seed.  On failure the trainer is freed. */
+MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc);
+void mt_trainer_free(MtTrainer *tr);
+/* Loss and gradient (into tr->grads) of the global batch in tr->inputs / tr->targets,
+ * in the canonical order.  Returns the loss. */
+float mt_trainer_forward_backward(MtTrainer *tr);
+/* Clip, AdamW, step += 1. */
+void mt_trainer_update(MtTrainer *tr, MtStepStats *st);
+/* Fetches the step's batch from data and runs forward_backward + update. */
+void mt_trainer_step(MtTrainer *tr, const MtTokens *data, MtStepStats *st);
+/* Mean loss over windows i = 0..nwin-1 (inputs tok[iT..iT+T-1]), micro-batch-sized. */
+double mt_trainer_eval(MtTrainer *tr, const MtTokens *data, int64_t nwin);
+
+#endif
