@@ -350,6 +350,32 @@ static void test_thread_independence(void)
     free(x); free(w); free(b); free(dy); free(qkv); free(l); free(tg);
 }
 
+/* mt_gemm: same bits with 1 and 2 threads, and a block of rows computed alone equals the
+ * same rows of the whole product, for every transpose combination on odd shapes. */
+static void test_gemm_invariance(void)
+{
+    int shapes[][3] = {{22, 37, 24}, {24, 72, 22}, {111, 192, 48}, {37, 29, 409}, {300, 257, 64}, {5, 3, 2}};
+    for (int s = 0; s < 6; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                float *A = malloc(4L * m * k), *B = malloc(4L * k * n), *C1 = malloc(4L * m * n),
+                      *C2 = malloc(4L * m * n), *C3 = malloc(4L * m * n);
+                fill(A, (int64_t)m * k, 1);
+                fill(B, (int64_t)k * n, 1);
+                int lda = ta ? m : k, ldb = tb ? k : n;
+                mt_gemm(ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C1, n, 1);
+                mt_gemm(ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C2, n, 2);
+                CHECK(memcmp(C1, C2, 4L * m * n) == 0, "gemm %dx%dx%d ta%d tb%d: 1 vs 2 threads", m, n, k, ta, tb);
+                int r0 = m / 3, rows = m - r0; /* rows [r0, m) alone: A's rows start at r0 */
+                const float *Ar = ta ? A + r0 : A + (int64_t)r0 * k;
+                mt_gemm(ta, tb, rows, n, k, 1.0f, Ar, lda, B, ldb, 0.0f, C3, n, 2);
+                CHECK(memcmp(C3, C1 + (int64_t)r0 * n, 4L * rows * n) == 0,
+                      "gemm %dx%dx%d ta%d tb%d: row slice differs", m, n, k, ta, tb);
+                free(A); free(B); free(C1); free(C2); free(C3);
+            }
+}
+
 int main(void)
 {
     mt_gemm_setup(2);
@@ -365,5 +391,6 @@ int main(void)
     test_crossentropy(7, 29);
     test_encoder(3, 7, 19, 23);
     test_thread_independence();
+    test_gemm_invariance();
     return mt_test_done("test_kernels");
 }

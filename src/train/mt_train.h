@@ -56,6 +56,9 @@ void mt_trainer_free(MtTrainer *tr);
 /* Loss and gradient (into tr->grads) of the global batch in tr->inputs / tr->targets,
  * in the canonical order.  Returns the loss. */
 float mt_trainer_forward_backward(MtTrainer *tr);
+/* Gradient (into gbuf, overwritten) and loss of micro-batch k alone, both divided by the
+ * tokens of the whole step: the leaves of the tree. */
+float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf);
 /* Clip, AdamW, step += 1. */
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st);
 /* Fetches the step's batch from data and runs forward_backward + update. */

@@ -104,22 +104,26 @@ void mt_trainer_free(MtTrainer *tr)
     tr->inputs = tr->targets = NULL;
 }
 
+float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf)
+{
+    const MtTrainConfig *tc = &tr->tc;
+    int64_t off = (int64_t)k * tc->micro * tc->seq;
+    double step_tokens = (double)tc->batch * tc->seq;
+    MtWeights g;
+    memset(gbuf, 0, sizeof(float) * (size_t)tr->nfloats);
+    mt_weights_view(&tc->cfg, tr->table, gbuf, &g);
+    double sum = mt_model_forward(&tc->cfg, &tr->w, &tr->acts, tr->inputs + off, tr->targets + off,
+                                  (float)(1.0 / step_tokens));
+    mt_model_backward(&tc->cfg, &tr->w, &g, &tr->acts, tr->inputs + off);
+    return (float)(sum / step_tokens);
+}
+
 /* S(lo, hi) of the header comment, written into gbuf; returns the loss of the subtree. */
 static float accumulate(MtTrainer *tr, int lo, int hi, float *gbuf, int depth)
 {
-    const MtTrainConfig *tc = &tr->tc;
     int64_t n = tr->nfloats;
-    if (hi - lo == 1) {
-        int64_t off = (int64_t)lo * tc->micro * tc->seq;
-        float dscale = 1.0f / (float)((int64_t)tc->batch * tc->seq);
-        MtWeights g;
-        memset(gbuf, 0, sizeof(float) * (size_t)n);
-        mt_weights_view(&tc->cfg, tr->table, gbuf, &g);
-        double sum = mt_model_forward(&tc->cfg, &tr->w, &tr->acts, tr->inputs + off,
-                                      tr->targets + off, dscale);
-        mt_model_backward(&tc->cfg, &tr->w, &g, &tr->acts, tr->inputs + off);
-        return (float)(sum / ((double)tc->batch * tc->seq));
-    }
+    if (hi - lo == 1)
+        return mt_trainer_micro_grad(tr, lo, gbuf);
     int mid = lo + (hi - lo) / 2;
     float left = accumulate(tr, lo, mid, gbuf, depth + 1);
     float *right_buf = tr->gtmp[depth];

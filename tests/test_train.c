@@ -1,0 +1,204 @@
+/* test_train.c - the canonical arithmetic of one device:
+ *  - initialising any slice of a parameter equals the same slice of the whole;
+ *  - the step gradient is the balanced pairwise tree of the micro-batch gradients, bit for bit;
+ *  - gradient accumulation over micro-batches matches one big micro-batch within fp32 rounding;
+ *  - the gradient norm and a whole training step give the same bits with 1 and 2 threads. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mt_gemm.h"
+#include "mt_kernels.h"
+#include "mt_rng.h"
+#include "mt_test.h"
+#include "mt_train.h"
+
+static MtTrainConfig small_config(int batch, int micro)
+{
+    MtTrainConfig tc = {0};
+    tc.cfg = (MtConfig){.V = 37, .T = 11, .L = 2, .NH = 3, .C = 24};
+    tc.batch = batch;
+    tc.micro = micro;
+    tc.seq = 11;
+    tc.threads = 2;
+    tc.seed = 5;
+    tc.oc = (MtOptimConfig){.lr = 1e-2f, .min_lr_frac = 0.1f, .warmup = 2, .steps = 10, .beta1 = 0.9f,
+                            .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
+    return tc;
+}
+
+static void fill_batch(MtTrainer *tr)
+{
+    int64_t n = (int64_t)tr->tc.batch * tr->tc.seq;
+    for (int64_t i = 0; i < n; i++) {
+        tr->inputs[i] = (int32_t)(mt_rng_u64(9, 1, (uint64_t)i, 0) % tr->tc.cfg.V);
+        tr->targets[i] = (int32_t)(mt_rng_u64(9, 2, (uint64_t)i, 0) % tr->tc.cfg.V);
+    }
+}
+
+static void test_init_slices(void)
+{
+    MtConfig cfg = {.V = 101, .T = 17, .L = 3, .NH = 2, .C = 30};
+    MtParam table[4 + 12 * 3];
+    mt_param_table(&cfg, table);
+    int n = mt_param_count(&cfg);
+    int checked = 0;
+    for (int p = 0; p < n; p++) {
+        int64_t N = table[p].numel;
+        float *whole = malloc(sizeof(float) * N), *part = malloc(sizeof(float) * N);
+        mt_param_init(&table[p], cfg.L, 77, 0, N, whole);
+        int64_t cuts[3] = {N / 3, N / 2 + 1, N - 1};
+        for (int c = 0; c < 3; c++) {
+            int64_t lo = cuts[c] < N ? cuts[c] : 0, hi = N;
+            mt_param_init(&table[p], cfg.L, 77, lo, hi, part);
+            CHECK(memcmp(part, whole + lo, sizeof(float) * (hi - lo)) == 0, "%s slice [%lld,%lld)",
+                  table[p].name, (long long)lo, (long long)hi);
+            checked++;
+        }
+        free(whole);
+        free(part);
+    }
+    CHECK(checked == 3 * n, "every parameter checked");
+    /* the draws have the intended distribution: weights N(0, 0.02), LN weights 1, biases 0 */
+    float *w = malloc(sizeof(float) * table[0].numel);
+    mt_param_init(&table[0], cfg.L, 77, 0, table[0].numel, w);
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < table[0].numel; i++) m += w[i];
+    m /= table[0].numel;
+    for (int64_t i = 0; i < table[0].numel; i++) v += (w[i] - m) * (w[i] - m);
+    v = sqrt(v / table[0].numel);
+    CHECK(fabs(m) < 0.002 && fabs(v - 0.02) < 0.002, "wte mean %g std %g", m, v);
+    float one, zero;
+    mt_param_init(&table[2], cfg.L, 77, 0, 1, &one);  /* h.0.ln_1.weight */
+    mt_param_init(&table[3], cfg.L, 77, 0, 1, &zero); /* h.0.ln_1.bias */
+    CHECK(one == 1.0f && zero == 0.0f, "ln weight %g bias %g", one, zero);
+    CHECK(strcmp(table[6].name, "transformer.h.0.attn.c_proj.weight") == 0 && table[6].residual_proj,
+          "c_proj is a residual projection");
+    free(w);
+}
+
+static float *leaf(MtTrainer *tr, int k, float *loss)
+{
+    float *g = malloc(sizeof(float) * tr->nfloats);
+    *loss = mt_trainer_micro_grad(tr, k, g);
+    return g;
+}
+
+/* The tree written out by hand for M = 1..5, independently of the recursive code. */
+static void test_tree_order(int M)
+{
+    MtTrainConfig tc = small_config(2 * M, 2);
+    MtTrainer tr;
+    CHECK(mt_trainer_init(&tr, &tc) == MT_OK, "init");
+    fill_batch(&tr);
+    float loss = mt_trainer_forward_backward(&tr);
+    int64_t n = tr.nfloats;
+    float *g[5], l[5];
+    for (int k = 0; k < M; k++)
+        g[k] = leaf(&tr, k, &l[k]);
+    float *want = malloc(sizeof(float) * n), want_loss = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float x = 0;
+        switch (M) {
+        case 1: x = g[0][i]; break;
+        case 2: x = g[0][i] + g[1][i]; break;
+        case 3: x = g[0][i] + (g[1][i] + g[2][i]); break;
+        case 4: x = (g[0][i] + g[1][i]) + (g[2][i] + g[3][i]); break;
+        case 5: x = (g[0][i] + g[1][i]) + (g[2][i] + (g[3][i] + g[4][i])); break;
+        }
+        want[i] = x;
+    }
+    switch (M) {
+    case 1: want_loss = l[0]; break;
+    case 2: want_loss = l[0] + l[1]; break;
+    case 3: want_loss = l[0] + (l[1] + l[2]); break;
+    case 4: want_loss = (l[0] + l[1]) + (l[2] + l[3]); break;
+    case 5: want_loss = (l[0] + l[1]) + (l[2] + (l[3] + l[4])); break;
+    }
+    CHECK(memcmp(want, tr.grads, sizeof(float) * n) == 0, "M=%d: step gradient is not the pairwise tree", M);
+    CHECK(loss == want_loss, "M=%d: loss %.9g, tree of micro losses %.9g", M, loss, want_loss);
+    for (int k = 0; k < M; k++) free(g[k]);
+    free(want);
+    mt_trainer_free(&tr);
+}
+
+/* Accumulating 4 micro-batches of 2 matches one micro-batch of 8 within fp32 rounding. */
+static void test_accumulation_matches_big_batch(void)
+{
+    MtTrainConfig a = small_config(8, 2), b = small_config(8, 8);
+    MtTrainer ta, tb;
+    CHECK(mt_trainer_init(&ta, &a) == MT_OK && mt_trainer_init(&tb, &b) == MT_OK, "init");
+    fill_batch(&ta);
+    fill_batch(&tb);
+    float la = mt_trainer_forward_backward(&ta), lb = mt_trainer_forward_backward(&tb);
+    CHECK_CLOSE(la, lb, 1e-6, 0, "loss, 4x2 vs 1x8");
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < ta.nfloats; i++) {
+        num += (ta.grads[i] - tb.grads[i]) * (double)(ta.grads[i] - tb.grads[i]);
+        den += (double)tb.grads[i] * tb.grads[i];
+    }
+    CHECK(sqrt(num / den) < 1e-5, "gradient 4x2 vs 1x8: relative error %g", sqrt(num / den));
+    CHECK(den > 0, "gradient is not zero");
+    mt_trainer_free(&ta);
+    mt_trainer_free(&tb);
+}
+
+/* Three full steps with 1 and with 2 threads: same losses, norms and parameters, bit for bit. */
+static void test_threads_same_bits(void)
+{
+    float *params[2];
+    float losses[2][3], norms[2][3];
+    int64_t n = 0;
+    for (int th = 1; th <= 2; th++) {
+        mt_gemm_setup(th);
+        mt_kernels_set_threads(th);
+        MtTrainConfig tc = small_config(6, 2);
+        tc.threads = th;
+        MtTrainer tr;
+        CHECK(mt_trainer_init(&tr, &tc) == MT_OK, "init");
+        MtTokens data = {.count = 5000, .vocab = 37};
+        data.tok = malloc(sizeof(int32_t) * data.count);
+        for (int64_t i = 0; i < data.count; i++)
+            data.tok[i] = (int32_t)((i * 7 + i / 37) % 37); /* learnable: mostly +7 mod 37 */
+        for (int s = 0; s < 3; s++) {
+            MtStepStats st;
+            mt_trainer_step(&tr, &data, &st);
+            losses[th - 1][s] = st.loss;
+            norms[th - 1][s] = st.grad_norm;
+        }
+        n = tr.nfloats;
+        params[th - 1] = malloc(sizeof(float) * n);
+        memcpy(params[th - 1], tr.params, sizeof(float) * n);
+        mt_tokens_free(&data);
+        mt_trainer_free(&tr);
+    }
+    CHECK(memcmp(losses[0], losses[1], sizeof losses[0]) == 0, "losses differ between 1 and 2 threads");
+    CHECK(memcmp(norms[0], norms[1], sizeof norms[0]) == 0, "norms differ between 1 and 2 threads");
+    CHECK(memcmp(params[0], params[1], sizeof(float) * n) == 0, "parameters differ between 1 and 2 threads");
+    CHECK(losses[0][2] < losses[0][0], "loss decreases over 3 steps (%g -> %g)", losses[0][0], losses[0][2]);
+    free(params[0]);
+    free(params[1]);
+}
+
+static void test_lr_schedule(void)
+{
+    MtOptimConfig oc = {.lr = 1.0f, .min_lr_frac = 0.1f, .warmup = 4, .steps = 14};
+    CHECK_CLOSE(mt_lr_at(&oc, 0), 0.25, 1e-7, 0, "warm-up step 0");
+    CHECK_CLOSE(mt_lr_at(&oc, 3), 1.0, 1e-7, 0, "end of warm-up");
+    CHECK_CLOSE(mt_lr_at(&oc, 9), 0.55, 1e-6, 0, "cosine midpoint");
+    CHECK_CLOSE(mt_lr_at(&oc, 14), 0.1, 1e-6, 0, "cosine end");
+    CHECK_CLOSE(mt_lr_at(&oc, 20), 0.1, 1e-6, 0, "after the end");
+}
+
+int main(void)
+{
+    mt_gemm_setup(2);
+    mt_kernels_set_threads(2);
+    test_init_slices();
+    for (int M = 1; M <= 5; M++)
+        test_tree_order(M);
+    test_accumulation_matches_big_batch();
+    test_lr_schedule();
+    test_threads_same_bits();
+    return mt_test_done("test_train");
+}
