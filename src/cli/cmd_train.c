@@ -18,7 +18,7 @@
 typedef struct {
     int layers, heads, dim, seq_len, vocab, ctx;
     const char *data, *save, *resume, *log_json, *trace;
-    int batch, micro, steps, warmup, save_every, eval_every, eval_batches, log_every, threads;
+    int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
     int dp, tp, pp, zero, microbatches, vstages, seqpar, recompute, deterministic, check_coll;
     const char *schedule;
@@ -150,6 +150,7 @@ int mt_cmd_train(int argc, char **argv)
         {"threads", FLAG_INT, &a.threads, "threads per rank (0: one per core)"},
         {"save", FLAG_STR, &a.save, "checkpoint directory written at the end"},
         {"save-every", FLAG_INT, &a.save_every, "also save every N steps (0: only at the end)"},
+        {"exit-interval", FLAG_INT, &a.exit_interval, "stop (and save) once the step is a multiple of N"},
         {"resume", FLAG_STR, &a.resume, "continue from this checkpoint directory"},
         {"eval-every", FLAG_INT, &a.eval_every, "validation loss every N steps (0: only at the end)"},
         {"eval-batches", FLAG_INT, &a.eval_batches, "micro-batches of validation windows"},
@@ -181,7 +182,7 @@ int mt_cmd_train(int argc, char **argv)
         return mt_cli_fail(s);
     if (!a.data)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --data DIR is required"));
-    if (a.steps < 0 || a.warmup < 0 || a.save_every < 0 || a.eval_every < 0 || a.eval_batches < 0 ||
+    if (a.steps < 0 || a.warmup < 0 || a.save_every < 0 || a.exit_interval < 0 || a.eval_every < 0 || a.eval_batches < 0 ||
         a.log_every < 0)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: step counts must be >= 0"));
     MtTrainConfig tc = {0};
@@ -194,8 +195,25 @@ int mt_cmd_train(int argc, char **argv)
             if (mt_flag_find(flags, nflags, model_flags[i])->set)
                 return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --%s cannot be combined with "
                                             "--resume (the checkpoint defines the model)", model_flags[i]));
-        if ((s = mt_ckpt_read_config(a.resume, &tc.cfg)) != MT_OK)
-            return mt_cli_fail(s);
+        if ((s = mt_ckpt_read_config(a.resume, &tc.cfg)) != MT_OK ||
+            (s = mt_ckpt_read_state(a.resume, &rs)) != MT_OK)
+            return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+        /* settings not given on the command line continue those of the checkpoint */
+#define KEEP(flag, field, value) \
+    if (!mt_flag_find(flags, nflags, flag)->set) field = value
+        KEEP("batch-size", a.batch, rs.batch);
+        KEEP("micro-batch-size", a.micro, rs.micro);
+        KEEP("seq-len", a.seq_len, rs.seq);
+        KEEP("seed", a.seed, rs.seed);
+        KEEP("lr", a.lr, rs.oc.lr);
+        KEEP("min-lr-frac", a.min_lr_frac, rs.oc.min_lr_frac);
+        KEEP("warmup", a.warmup, rs.oc.warmup);
+        KEEP("steps", a.steps, rs.oc.steps);
+        KEEP("weight-decay", a.wd, rs.oc.weight_decay);
+        KEEP("beta1", a.beta1, rs.oc.beta1);
+        KEEP("beta2", a.beta2, rs.oc.beta2);
+        KEEP("grad-clip", a.clip, rs.oc.grad_clip);
+#undef KEEP
     }
     if (tc.cfg.T < a.seq_len)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --seq-len %d is longer than the context length %d",
@@ -217,7 +235,7 @@ int mt_cmd_train(int argc, char **argv)
     MtTokens train = {0}, val = {0};
     if ((s = load_data(a.data, "train.bin", 1, &train)) != MT_OK ||
         (s = load_data(a.data, "val.bin", 0, &val)) != MT_OK)
-        return mt_cli_fail(s);
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     int rc = 0;
     if ((int64_t)train.vocab > tc.cfg.V) {
         rc = mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: the data's vocabulary (%u) is larger than "
@@ -236,13 +254,11 @@ int mt_cmd_train(int argc, char **argv)
     }
     if (a.resume) {
         if ((s = mt_ckpt_load_params(a.resume, tr.table, tr.nparams, tr.params)) != MT_OK ||
-            (s = mt_ckpt_load_train(a.resume, tr.table, tr.nparams, tr.m, tr.v, &rs)) != MT_OK) {
-            rc = mt_cli_fail(s);
+            (s = mt_ckpt_load_moments(a.resume, tr.table, tr.nparams, tr.m, tr.v)) != MT_OK) {
+            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
             goto out_trainer;
         }
         tr.step = rs.step;
-        if (!mt_flag_find(flags, nflags, "seed")->set)
-            tr.tc.seed = rs.seed;
     }
     FILE *jf = NULL;
     if (a.log_json && !(jf = fopen(a.log_json, a.resume ? "a" : "w"))) {
@@ -280,7 +296,7 @@ int mt_cmd_train(int argc, char **argv)
         }
         double tps = (double)tc.batch * tc.seq / dt;
         double vl = NAN;
-        int last = tr.step == a.steps;
+        int last = tr.step == a.steps || (a.exit_interval > 0 && tr.step % a.exit_interval == 0);
         if (val_windows > 0 && ((a.eval_every > 0 && tr.step % a.eval_every == 0) || last))
             vl = mt_trainer_eval(&tr, &val, val_windows);
         if (jf)
@@ -295,6 +311,8 @@ int mt_cmd_train(int argc, char **argv)
             printf("\n");
             fflush(stdout);
         }
+        if (last && tr.step != a.steps)
+            break; /* --exit-interval */
         if (a.save && ((a.save_every > 0 && tr.step % a.save_every == 0 && !last))) {
             MtTrainState ts = {.step = tr.step, .seed = tr.tc.seed, .batch = tc.batch,
                                .micro = tc.micro, .seq = tc.seq, .oc = tc.oc};

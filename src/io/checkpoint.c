@@ -247,8 +247,7 @@ MtStatus mt_ckpt_load_params(const char *dir, const MtParam *table, int nparams,
     return load_tensors(path, "", table, nparams, params);
 }
 
-MtStatus mt_ckpt_load_train(const char *dir, const MtParam *table, int nparams, float *m, float *v,
-                            MtTrainState *ts)
+MtStatus mt_ckpt_read_state(const char *dir, MtTrainState *ts)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/trainer_state.json", dir);
@@ -276,6 +275,12 @@ MtStatus mt_ckpt_load_train(const char *dir, const MtParam *table, int nparams, 
     o.steps = (int)steps;
     *ts = (MtTrainState){.step = step, .seed = (uint64_t)seed, .batch = (int)batch,
                          .micro = (int)micro, .seq = (int)seq, .oc = o};
+    return MT_OK;
+}
+
+MtStatus mt_ckpt_load_moments(const char *dir, const MtParam *table, int nparams, float *m, float *v)
+{
+    char path[4200];
     snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
     MT_TRY(load_tensors(path, "exp_avg.", table, nparams, m));
     return load_tensors(path, "exp_avg_sq.", table, nparams, v);

@@ -28,8 +28,9 @@ MtStatus mt_ckpt_save(const char *dir, const MtConfig *cfg, const MtParam *table
                       const float *params, const float *m, const float *v, const MtTrainState *ts);
 MtStatus mt_ckpt_read_config(const char *dir, MtConfig *cfg);
 MtStatus mt_ckpt_load_params(const char *dir, const MtParam *table, int nparams, float *params);
-/* Optimizer moments and the training state. */
-MtStatus mt_ckpt_load_train(const char *dir, const MtParam *table, int nparams, float *m, float *v,
-                            MtTrainState *ts);
+/* The training state (trainer_state.json). */
+MtStatus mt_ckpt_read_state(const char *dir, MtTrainState *ts);
+/* The AdamW moments (optimizer.safetensors). */
+MtStatus mt_ckpt_load_moments(const char *dir, const MtParam *table, int nparams, float *m, float *v);
 
 #endif

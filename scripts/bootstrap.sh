@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what meshtrain needs on Debian 12 (as root, or with sudo), then configures and
+# builds it in build/.  Idempotent: when everything is there it only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# cmake/gcc: the build; libblis-dev: the BLAS (thread-count-invariant results);
+# libopenblas-dev: the alternative backend and the benchmark's reference; openmpi: the
+# multi-rank layer; fortunes: the English corpus of the main job (a real text that a
+# Debian package ships, so nothing is fetched at run time).
+packages=(cmake gcc make libc6-dev libblis-dev libopenblas-dev openmpi-bin libopenmpi-dev fortunes)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)" 2>&1 | grep -E "error|warning" || true
+test -x build/meshtrain || { echo "bootstrap: build failed" >&2; exit 1; }

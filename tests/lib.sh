@@ -1,0 +1,36 @@
+# lib.sh - helpers for the shell tests.  Each test sources this, runs in a fresh temporary
+# directory $T (removed on exit), and fails on the first broken expectation.
+set -euo pipefail
+MT_BIN=${MT_BIN:-build/meshtrain}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+nfail=0
+npass=0
+
+fail() { echo "FAIL: $*" >&2; nfail=$((nfail + 1)); }
+pass() { npass=$((npass + 1)); }
+
+# expect_bad_input "description" cmd args...: exit status 2 and exactly one line on stderr
+expect_bad_input() {
+  local what=$1; shift
+  local rc=0
+  "$@" >"$T/out" 2>"$T/err" || rc=$?
+  local lines
+  lines=$(wc -l <"$T/err")
+  if [ "$rc" -ne 2 ]; then
+    fail "$what: exit status $rc, want 2 (stderr: $(head -c 300 "$T/err"))"
+  elif [ "$lines" -ne 1 ] || [ ! -s "$T/err" ]; then
+    fail "$what: want one line on stderr, got $lines: $(head -c 300 "$T/err")"
+  else
+    pass
+    echo "ok: $what -> $(cat "$T/err")"
+  fi
+}
+
+# the text of the project's own sources: real bytes, no download
+make_text() { cat src/*/*.c src/*/*/*.c src/*/*.h > "$1"; }
+
+finish() {
+  echo "$(basename "$0" .sh): $npass passed, $nfail failed"
+  [ "$nfail" -eq 0 ]
+}
