@@ -7,11 +7,53 @@
 #include "mt_gemm.h"
 #include "mt_kernels.h"
 
+#include "mathinl.h"
+
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
 int64_t mt_attention_scratch_floats(int T) { return (int64_t)T * T; }
+
+/* row[0..n) <- softmax(row[0..n)), row[n..T) <- 0.  The sum runs over 16 interleaved
+ * lanes combined in a fixed tree, so it vectorises and stays the same on every machine. */
+static inline void softmax_causal_row(float *row, int n, int T)
+{
+    float mx = row[0];
+    for (int j = 1; j < n; j++)
+        mx = row[j] > mx ? row[j] : mx;
+    for (int j = 0; j < n; j++)
+        row[j] = mt_expf_inl(row[j] - mx);
+    float acc[MT_LANES] = {0};
+    int j = 0;
+    for (; j + MT_LANES <= n; j += MT_LANES)
+        for (int k = 0; k < MT_LANES; k++)
+            acc[k] += row[j + k];
+    for (int k = 0; j < n; j++, k++)
+        acc[k] += row[j];
+    float inv = 1.0f / mt_lanes_sum(acc);
+    for (j = 0; j < n; j++)
+        row[j] *= inv;
+    for (j = n; j < T; j++)
+        row[j] = 0.0f;
+}
+
+/* drow[0..n) <- prow * (drow - <prow, drow>), drow[n..T) <- 0 (softmax backward) */
+static inline void softmax_backward_row(float *drow, const float *prow, int n, int T)
+{
+    float acc[MT_LANES] = {0};
+    int j = 0;
+    for (; j + MT_LANES <= n; j += MT_LANES)
+        for (int k = 0; k < MT_LANES; k++)
+            acc[k] += prow[j + k] * drow[j + k];
+    for (int k = 0; j < n; j++, k++)
+        acc[k] += prow[j] * drow[j];
+    float dot = mt_lanes_sum(acc);
+    for (j = 0; j < n; j++)
+        drow[j] = prow[j] * (drow[j] - dot);
+    for (j = n; j < T; j++)
+        drow[j] = 0.0f;
+}
 
 void mt_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
@@ -25,22 +67,8 @@ void mt_attention_forward(float *out, float *att, const float *qkv, int B, int T
         float *p = att + (int64_t)bh * T * T;
         /* scores (T,T) = scale * q @ k^T */
         mt_gemm(0, 1, T, T, hs, scale, q, C3, k, C3, 0.0f, p, T, 1);
-        for (int t = 0; t < T; t++) {
-            float *row = p + (int64_t)t * T;
-            float mx = row[0];
-            for (int j = 1; j <= t; j++)
-                mx = row[j] > mx ? row[j] : mx;
-            float sum = 0.0f;
-            for (int j = 0; j <= t; j++) {
-                row[j] = mt_expf(row[j] - mx);
-                sum += row[j];
-            }
-            float inv = 1.0f / sum;
-            for (int j = 0; j <= t; j++)
-                row[j] *= inv;
-            for (int j = t + 1; j < T; j++)
-                row[j] = 0.0f;
-        }
+        for (int t = 0; t < T; t++)
+            softmax_causal_row(p + (int64_t)t * T, t + 1, T);
         /* out (T,hs) = p @ v */
         mt_gemm(0, 0, T, hs, T, 1.0f, p, T, v, C3, 0.0f, out + (int64_t)b * T * C + h * hs, C, 1);
     }
@@ -64,18 +92,9 @@ void mt_attention_backward(float *dqkv, float *scratch, const float *dout, const
         /* dp (T,T) = dy @ v^T ;  dv (T,hs) = p^T @ dy */
         mt_gemm(0, 1, T, T, hs, 1.0f, dy, C, v, C3, 0.0f, ds, T, 1);
         mt_gemm(1, 0, T, hs, T, 1.0f, p, T, dy, C, 0.0f, dv, C3, 1);
-        /* softmax backward, in place: ds = p * (dp - sum_j p dp) */
-        for (int t = 0; t < T; t++) {
-            const float *prow = p + (int64_t)t * T;
-            float *drow = ds + (int64_t)t * T;
-            float dot = 0.0f;
-            for (int j = 0; j <= t; j++)
-                dot += prow[j] * drow[j];
-            for (int j = 0; j <= t; j++)
-                drow[j] = prow[j] * (drow[j] - dot);
-            for (int j = t + 1; j < T; j++)
-                drow[j] = 0.0f;
-        }
+        /* softmax backward, in place */
+        for (int t = 0; t < T; t++)
+            softmax_backward_row(ds + (int64_t)t * T, p + (int64_t)t * T, t + 1, T);
         /* dq = scale * ds @ k ;  dk = scale * ds^T @ q */
         mt_gemm(0, 0, T, hs, T, scale, ds, T, k, C3, 0.0f, dq, C3, 1);
         mt_gemm(1, 0, T, hs, T, scale, ds, T, q, C3, 0.0f, dk, C3, 1);

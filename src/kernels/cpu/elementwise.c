@@ -2,6 +2,8 @@
  * scalar functions they use.  See mt_kernels.h for the conventions. */
 #include "mt_kernels.h"
 
+#include "mathinl.h"
+
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -16,23 +18,7 @@ void mt_kernels_set_threads(int threads)
 
 int mt_kernels_threads(void) { return kernel_threads; }
 
-/* exp(x) with relative error below 2e-7, written so that loops over it vectorise:
- * x = n ln2 + r (Cody-Waite split of ln2), exp(r) by its degree-6 Taylor polynomial,
- * 2^n from the exponent bits. */
-static inline float expf_inl(float x)
-{
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    float n = floorf(x * 1.44269504088896341f + 0.5f);
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
-float mt_expf(float x) { return expf_inl(x); }
+float mt_expf(float x) { return mt_expf_inl(x); }
 
 void mt_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                         int B, int T, int C)
@@ -75,21 +61,21 @@ void mt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int3
 
 void mt_gelu_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_S * (x + 0.044715f * x * x * x);
-        out[i] = x / (1.0f + expf_inl(-2.0f * u));
+        out[i] = x / (1.0f + mt_expf_inl(-2.0f * u));
     }
 }
 
 void mt_gelu_backward(float *dinp, const float *inp, const float *dout, int64_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_S * (x + 0.044715f * x * x * x);
-        float sg = 1.0f / (1.0f + expf_inl(-2.0f * u));
+        float sg = 1.0f / (1.0f + mt_expf_inl(-2.0f * u));
         float du = GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
         float g = sg + 2.0f * x * sg * (1.0f - sg) * du;
         dinp[i] = g * dout[i];
@@ -107,14 +93,14 @@ double mt_crossentropy_fused(float *logits, float *losses, const int32_t *target
             mx = l[v] > mx ? l[v] : mx;
         double sum = 0.0;
         for (int v = 0; v < V; v++)
-            sum += expf_inl(l[v] - mx);
+            sum += mt_expf_inl(l[v] - mx);
         float lse = mx + (float)log(sum);
         int t = targets[n];
         losses[n] = lse - l[t];
         if (dscale != 0.0f) {
             float inv = (float)(1.0 / sum);
             for (int v = 0; v < V; v++)
-                l[v] = dscale * (expf_inl(l[v] - mx) * inv);
+                l[v] = dscale * (mt_expf_inl(l[v] - mx) * inv);
             l[t] -= dscale;
         }
     }

@@ -3,9 +3,11 @@
 
 #include <math.h>
 
+#include "mathinl.h"
+
 #define LN_EPS 1e-5f
 #define CBLOCK 16
-#define LANES 16
+#define LANES MT_LANES
 
 /* Sum of x[0..n) in a fixed order: 16 interleaved partial sums, then a fixed tree. */
 static inline float sum_fixed(const float *x, int n)
@@ -17,10 +19,7 @@ static inline float sum_fixed(const float *x, int n)
             acc[j] += x[i + j];
     for (int j = 0; i < n; i++, j++)
         acc[j] += x[i];
-    for (int w = LANES / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            acc[j] += acc[j + w];
-    return acc[0];
+    return mt_lanes_sum(acc);
 }
 
 static inline float sumsq_centered(const float *x, float m, int n)
@@ -36,10 +35,7 @@ static inline float sumsq_centered(const float *x, float m, int n)
         float d = x[i] - m;
         acc[j] += d * d;
     }
-    for (int w = LANES / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            acc[j] += acc[j + w];
-    return acc[0];
+    return mt_lanes_sum(acc);
 }
 
 void mt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
@@ -80,12 +76,7 @@ void mt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
             acc1[j] += dn;
             acc2[j] += dn * (x[c] - m) * s;
         }
-        for (int wd = LANES / 2; wd >= 1; wd /= 2)
-            for (int j = 0; j < wd; j++) {
-                acc1[j] += acc1[j + wd];
-                acc2[j] += acc2[j + wd];
-            }
-        float dn_mean = acc1[0] / C, dn_norm_mean = acc2[0] / C;
+        float dn_mean = mt_lanes_sum(acc1) / C, dn_norm_mean = mt_lanes_sum(acc2) / C;
         for (c = 0; c < C; c++) {
             float norm = (x[c] - m) * s;
             float dn = d[c] * w[c];
