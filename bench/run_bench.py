@@ -128,7 +128,10 @@ def main():
                     runs[name].append(r)
                     detail = r["blas"]
                     if "version" in r:  # torch_step.py also says which torch and AdamW
-                        detail += f" (torch {r['version']}, {r.get('optimizer', '?')} AdamW)"
+                        detail += f" (torch {r['version']}, {r.get('optimizer', '?')} AdamW"
+                        if "import_rss_mb" in r:  # the libraries' share of the RSS column
+                            detail += f"; RSS after `import torch`: {r['import_rss_mb']:.0f} MB"
+                        detail += ")"
                     blas.setdefault(name, set()).add(detail)
                     print(f"{r['ms_per_step']:.1f} ms/step ({r['wall_s']:.0f} s)",
                           file=sys.stderr)

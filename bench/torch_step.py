@@ -30,6 +30,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# Peak RSS after importing torch, before any model exists: the libraries alone (the CUDA
+# wheels load several hundred MB even on a CPU-only machine).
+IMPORT_RSS_MB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
 
 class Block(nn.Module):
     def __init__(self, C, NH):
@@ -155,6 +159,7 @@ def main():
               "blas": blas_summary(), "version": torch.__version__,
               # ru_maxrss is in KiB on Linux
               "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+              "import_rss_mb": round(IMPORT_RSS_MB, 1),
               "optimizer": opt_kind, "compile": args.compile,
               # the first step includes one-time costs (with --compile: the compilation)
               "first_step_ms": round(all_times[0] * 1000, 1)}
