@@ -13,9 +13,9 @@ if [ ! -s "$corpus" ]; then
     -print0 | sort -z | xargs -0 cat > "$corpus"
 fi
 [ -f runs/demo/data/train.bin ] || build/meshtrain prepare --input "$corpus" --out runs/demo/data
-build/meshtrain train --data runs/demo/data --layers 4 --heads 4 --dim 128 --seq-len 128 \
-  --batch-size 16 --steps ${STEPS:-600} --lr 2e-3 --warmup 30 --eval-every 100 --log-every 25 \
+build/meshtrain train --data runs/demo/data --layers 4 --heads 4 --dim 128 --seq-len 64 \
+  --batch-size 32 --steps "${STEPS:-800}" --lr 4e-3 --warmup 20 --eval-every 100 --log-every 25 \
   --save runs/demo/ckpt --log-json runs/demo/log.jsonl
-build/meshtrain eval --ckpt runs/demo/ckpt --data runs/demo/data/val.bin --max-batches 50
+build/meshtrain eval --ckpt runs/demo/ckpt --data runs/demo/data/val.bin --max-batches 50 | tail -1
 echo "---- sample ----"
 build/meshtrain sample --ckpt runs/demo/ckpt --prompt "The meaning of life is" --tokens 300 --seed 7
