@@ -285,6 +285,9 @@ def main():
     with open(os.path.join(args.ckpt, "config.json")) as f:
         cfg = json.load(f)
     cfg.setdefault("layer_norm_epsilon", 1e-5)
+    if cfg.get("n_inner") not in (None, 4 * cfg["n_embd"]) or \
+            cfg.get("activation_function", "gelu_new") != "gelu_new":
+        sys.exit(f"{args.ckpt}: only n_inner = 4*n_embd and gelu_new are supported")
     B, T = args.batch, args.seq
     if cfg["n_embd"] % cfg["n_head"] or T > cfg["n_positions"] or B < 1 or T < 1:
         sys.exit(f"bad shapes: n_embd {cfg['n_embd']} n_head {cfg['n_head']} "
