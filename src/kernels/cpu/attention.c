@@ -55,6 +55,11 @@ static inline void softmax_backward_row(float *drow, const float *prow, int n, i
         drow[j] = 0.0f;
 }
 
+/* Causal blocking: rows are processed in blocks of RB; a block of query rows [r0, r1) only
+ * needs keys [0, r1), and a block of key rows [c0, c1) only receives gradient from query
+ * rows [c0, T).  For T = 256 this skips 37% of the products' work. */
+#define RB 64
+
 void mt_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
     int hs = C / NH, C3 = 3 * C;
@@ -64,13 +69,17 @@ void mt_attention_forward(float *out, float *att, const float *qkv, int B, int T
         int b = bh / NH, h = bh % NH;
         const float *q = qkv + (int64_t)b * T * C3 + h * hs;
         const float *k = q + C, *v = q + 2 * C;
-        float *p = att + (int64_t)bh * T * T;
-        /* scores (T,T) = scale * q @ k^T */
-        mt_gemm(0, 1, T, T, hs, scale, q, C3, k, C3, 0.0f, p, T, 1);
-        for (int t = 0; t < T; t++)
-            softmax_causal_row(p + (int64_t)t * T, t + 1, T);
-        /* out (T,hs) = p @ v */
-        mt_gemm(0, 0, T, hs, T, 1.0f, p, T, v, C3, 0.0f, out + (int64_t)b * T * C + h * hs, C, 1);
+        float *p = att + (int64_t)bh * T * T, *y = out + (int64_t)b * T * C + h * hs;
+        for (int r0 = 0; r0 < T; r0 += RB) {
+            int r1 = r0 + RB < T ? r0 + RB : T, rb = r1 - r0;
+            /* scores [r0,r1) x [0,r1) = scale * q @ k^T, softmax, then y = p @ v */
+            mt_gemm(0, 1, rb, r1, hs, scale, q + (int64_t)r0 * C3, C3, k, C3, 0.0f,
+                    p + (int64_t)r0 * T, T, 1);
+            for (int t = r0; t < r1; t++)
+                softmax_causal_row(p + (int64_t)t * T, t + 1, T);
+            mt_gemm(0, 0, rb, hs, r1, 1.0f, p + (int64_t)r0 * T, T, v, C3, 0.0f,
+                    y + (int64_t)r0 * C, C, 1);
+        }
     }
 }
 
@@ -89,14 +98,23 @@ void mt_attention_backward(float *dqkv, float *scratch, const float *dout, const
         float *dk = dq + C, *dv = dq + 2 * C;
         const float *p = att + (int64_t)bh * T * T;
         const float *dy = dout + (int64_t)b * T * C + h * hs;
-        /* dp (T,T) = dy @ v^T ;  dv (T,hs) = p^T @ dy */
-        mt_gemm(0, 1, T, T, hs, 1.0f, dy, C, v, C3, 0.0f, ds, T, 1);
-        mt_gemm(1, 0, T, hs, T, 1.0f, p, T, dy, C, 0.0f, dv, C3, 1);
-        /* softmax backward, in place */
-        for (int t = 0; t < T; t++)
-            softmax_backward_row(ds + (int64_t)t * T, p + (int64_t)t * T, t + 1, T);
-        /* dq = scale * ds @ k ;  dk = scale * ds^T @ q */
-        mt_gemm(0, 0, T, hs, T, scale, ds, T, k, C3, 0.0f, dq, C3, 1);
-        mt_gemm(1, 0, T, hs, T, scale, ds, T, q, C3, 0.0f, dk, C3, 1);
+        for (int r0 = 0; r0 < T; r0 += RB) {
+            int r1 = r0 + RB < T ? r0 + RB : T, rb = r1 - r0;
+            /* dp [r0,r1) x [0,r1) = dy @ v^T, softmax backward in place, dq = scale * ds @ k */
+            mt_gemm(0, 1, rb, r1, hs, 1.0f, dy + (int64_t)r0 * C, C, v, C3, 0.0f,
+                    ds + (int64_t)r0 * T, T, 1);
+            for (int t = r0; t < r1; t++)
+                softmax_backward_row(ds + (int64_t)t * T, p + (int64_t)t * T, t + 1, T);
+            mt_gemm(0, 0, rb, hs, r1, scale, ds + (int64_t)r0 * T, T, k, C3, 0.0f,
+                    dq + (int64_t)r0 * C3, C3, 1);
+        }
+        for (int c0 = 0; c0 < T; c0 += RB) {
+            int c1 = c0 + RB < T ? c0 + RB : T, cb = c1 - c0, rows = T - c0;
+            /* dv [c0,c1) = p[c0:T, c0:c1]^T @ dy[c0:T] ; dk = scale * ds[c0:T, c0:c1]^T @ q[c0:T] */
+            mt_gemm(1, 0, cb, hs, rows, 1.0f, p + (int64_t)c0 * T + c0, T, dy + (int64_t)c0 * C, C,
+                    0.0f, dv + (int64_t)c0 * C3, C3, 1);
+            mt_gemm(1, 0, cb, hs, rows, scale, ds + (int64_t)c0 * T + c0, T, q + (int64_t)c0 * C3,
+                    C3, 0.0f, dk + (int64_t)c0 * C3, C3, 1);
+        }
     }
 }
