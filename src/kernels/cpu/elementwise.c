@@ -32,17 +32,36 @@ void mt_encoder_forward(float *out, const int32_t *tokens, const float *wte, con
     }
 }
 
-/* Split over blocks of channels: each channel sums its rows in row order, whatever the
- * number of threads. */
-#define CBLOCK 16
+void mt_channel_range(int C, int *c0, int *c1)
+{
+    /* contiguous ranges, multiples of 16 channels, one per thread */
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int per = ((C + nt - 1) / nt + 15) / 16 * 16;
+    *c0 = t * per < C ? t * per : C;
+    *c1 = *c0 + per < C ? *c0 + per : C;
+}
+
+void mt_colsum_acc(float *acc, const float *x, int N, int C)
+{
+#pragma omp parallel
+    {
+        int c0, c1;
+        mt_channel_range(C, &c0, &c1);
+        for (int n = 0; n < N; n++) {
+            const float *r = x + (int64_t)n * C;
+            for (int c = c0; c < c1; c++)
+                acc[c] += r[c];
+        }
+    }
+}
 
 void mt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                          int B, int T, int C)
 {
-    int nblocks = (C + CBLOCK - 1) / CBLOCK;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < nblocks; blk++) {
-        int c0 = blk * CBLOCK, c1 = c0 + CBLOCK < C ? c0 + CBLOCK : C;
+#pragma omp parallel
+    {
+        int c0, c1;
+        mt_channel_range(C, &c0, &c1);
         for (int n = 0; n < B * T; n++) {
             const float *d = dout + (int64_t)n * C;
             float *e = dwte + (int64_t)tokens[n] * C, *p = dwpe + (int64_t)(n % T) * C;

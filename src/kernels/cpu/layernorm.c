@@ -6,7 +6,6 @@
 #include "mathinl.h"
 
 #define LN_EPS 1e-5f
-#define CBLOCK 16
 #define LANES MT_LANES
 
 /* Sum of x[0..n) in a fixed order: 16 interleaved partial sums, then a fixed tree. */
@@ -84,10 +83,10 @@ void mt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
         }
     }
     /* 2. weight and bias gradients: split over channels, rows summed in order */
-    int nblocks = (C + CBLOCK - 1) / CBLOCK;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < nblocks; blk++) {
-        int c0 = blk * CBLOCK, c1 = c0 + CBLOCK < C ? c0 + CBLOCK : C;
+#pragma omp parallel
+    {
+        int c0, c1;
+        mt_channel_range(C, &c0, &c1);
         for (int n = 0; n < N; n++) {
             const float *x = inp + (int64_t)n * C, *d = dout + (int64_t)n * C;
             float m = mean[n], s = rstd[n];

@@ -2,9 +2,8 @@
 #include "mt_gemm.h"
 #include "mt_kernels.h"
 
+#include <omp.h>
 #include <string.h>
-
-#define CBLOCK 16
 
 void mt_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                        const float *residual, int N, int C, int OC)
@@ -35,16 +34,6 @@ void mt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
         mt_gemm(0, 1, N, C, OC, 1.0f, dout, OC, w, OC, accumulate ? 1.0f : 0.0f, dinp, C, 0);
     /* dw (C,OC) += inp^T (C,N) @ dout (N,OC) */
     mt_gemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, OC, 0);
-    if (dbias) {
-        int nblocks = (OC + CBLOCK - 1) / CBLOCK;
-#pragma omp parallel for schedule(static)
-        for (int blk = 0; blk < nblocks; blk++) {
-            int c0 = blk * CBLOCK, c1 = c0 + CBLOCK < OC ? c0 + CBLOCK : OC;
-            for (int n = 0; n < N; n++) {
-                const float *d = dout + (int64_t)n * OC;
-                for (int c = c0; c < c1; c++)
-                    dbias[c] += d[c];
-            }
-        }
-    }
+    if (dbias)
+        mt_colsum_acc(dbias, dout, N, OC);
 }

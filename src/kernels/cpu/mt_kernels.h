@@ -56,6 +56,11 @@ void mt_gelu_backward(float *dinp, const float *inp, const float *dout, int64_t 
 double mt_crossentropy_fused(float *logits, float *losses, const int32_t *targets, int N, int V,
                              float dscale);
 
+/* acc[c] += sum over rows n of x[n,c], rows in order (column sums: bias gradients). */
+void mt_colsum_acc(float *acc, const float *x, int N, int C);
+/* Inside a parallel region: this thread's contiguous range of C channels. */
+void mt_channel_range(int C, int *c0, int *c1);
+
 /* exp with relative error below 3e-7, as the kernels vectorise it (exposed for tests). */
 float mt_expf(float x);
 
