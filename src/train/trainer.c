@@ -47,6 +47,8 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     MT_TRY(check(tc));
     tr->tc = *tc;
     mt_mem_init(&tr->mem);
+    if (tc->fail_alloc_after > 0)
+        mt_mem_set_fail_after(&tr->mem, tc->fail_alloc_after - 1);
     const MtConfig *cfg = &tc->cfg;
     tr->nparams = mt_param_count(cfg);
     tr->table = calloc((size_t)tr->nparams, sizeof(MtParam));
