@@ -6,12 +6,15 @@
 #include <stdint.h>
 #include <string.h>
 
-/* exp(x), relative error below 3e-7: x = n ln2 + r (Cody-Waite split of ln2), exp(r) by
- * its degree-6 Taylor polynomial, 2^n from the exponent bits. */
+/* exp(x), relative error below 3e-7 on [-87, 80]: x = n ln2 + r (Cody-Waite split of ln2),
+ * exp(r) by its degree-6 Taylor polynomial, 2^n from the exponent bits.  Inputs are clamped
+ * to [-87, 80]: the upper bound keeps y / (1 + exp(x)) clear of subnormal results, which
+ * cost a microcode assist each (measured: GELU 5x slower when its if-converted clamp branch
+ * produced them). */
 static inline float mt_expf_inl(float x)
 {
     x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
+    x = x > 80.0f ? 80.0f : x;
     /* round to nearest by adding and removing 1.5 * 2^23 (|x log2 e| < 2^22 here) */
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693359375f + n * 2.12194440e-4f;
