@@ -24,14 +24,8 @@ static inline void softmax_causal_row(float *row, int n, int T)
         mx = row[j] > mx ? row[j] : mx;
     for (int j = 0; j < n; j++)
         row[j] = mt_expf_inl(row[j] - mx);
-    float acc[MT_LANES] = {0};
-    int j = 0;
-    for (; j + MT_LANES <= n; j += MT_LANES)
-        for (int k = 0; k < MT_LANES; k++)
-            acc[k] += row[j + k];
-    for (int k = 0; j < n; j++, k++)
-        acc[k] += row[j];
-    float inv = 1.0f / mt_lanes_sum(acc);
+    float inv = 1.0f / mt_sum_fixed(row, n);
+    int j;
     for (j = 0; j < n; j++)
         row[j] *= inv;
     for (j = n; j < T; j++)
@@ -41,14 +35,18 @@ static inline void softmax_causal_row(float *row, int n, int T)
 /* drow[0..n) <- prow * (drow - <prow, drow>), drow[n..T) <- 0 (softmax backward) */
 static inline void softmax_backward_row(float *drow, const float *prow, int n, int T)
 {
-    float acc[MT_LANES] = {0};
+    mt_v8 lo = {0}, hi = {0};
     int j = 0;
-    for (; j + MT_LANES <= n; j += MT_LANES)
-        for (int k = 0; k < MT_LANES; k++)
-            acc[k] += prow[j + k] * drow[j + k];
-    for (int k = 0; j < n; j++, k++)
-        acc[k] += prow[j] * drow[j];
-    float dot = mt_lanes_sum(acc);
+    for (; j + MT_LANES <= n; j += MT_LANES) {
+        lo += mt_v8_load(prow + j) * mt_v8_load(drow + j);
+        hi += mt_v8_load(prow + j + 8) * mt_v8_load(drow + j + 8);
+    }
+    float t[MT_LANES] = {0};
+    for (int k = 0; j + k < n; k++)
+        t[k] = prow[j + k] * drow[j + k];
+    lo += mt_v8_load(t);
+    hi += mt_v8_load(t + 8);
+    float dot = mt_lanes_reduce(lo, hi);
     for (j = 0; j < n; j++)
         drow[j] = prow[j] * (drow[j] - dot);
     for (j = n; j < T; j++)

@@ -6,35 +6,23 @@
 #include "mathinl.h"
 
 #define LN_EPS 1e-5f
-#define LANES MT_LANES
 
-/* Sum of x[0..n) in a fixed order: 16 interleaved partial sums, then a fixed tree. */
-static inline float sum_fixed(const float *x, int n)
-{
-    float acc[LANES] = {0};
-    int i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++)
-            acc[j] += x[i + j];
-    for (int j = 0; i < n; i++, j++)
-        acc[j] += x[i];
-    return mt_lanes_sum(acc);
-}
-
+/* sum of (x - m)^2 in the fixed lane order of mathinl.h */
 static inline float sumsq_centered(const float *x, float m, int n)
 {
-    float acc[LANES] = {0};
+    mt_v8 lo = {0}, hi = {0};
     int i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            float d = x[i + j] - m;
-            acc[j] += d * d;
-        }
-    for (int j = 0; i < n; i++, j++) {
-        float d = x[i] - m;
-        acc[j] += d * d;
+    for (; i + MT_LANES <= n; i += MT_LANES) {
+        mt_v8 a = mt_v8_load(x + i) - m, b = mt_v8_load(x + i + 8) - m;
+        lo += a * a;
+        hi += b * b;
     }
-    return mt_lanes_sum(acc);
+    float t[MT_LANES] = {0};
+    for (int j = 0; i + j < n; j++)
+        t[j] = (x[i + j] - m) * (x[i + j] - m);
+    lo += mt_v8_load(t);
+    hi += mt_v8_load(t + 8);
+    return mt_lanes_reduce(lo, hi);
 }
 
 void mt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
@@ -44,7 +32,7 @@ void mt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
     for (int n = 0; n < N; n++) {
         const float *x = inp + (int64_t)n * C;
         float *o = out + (int64_t)n * C;
-        float m = sum_fixed(x, C) / C;
+        float m = mt_sum_fixed(x, C) / C;
         float s = 1.0f / sqrtf(sumsq_centered(x, m, C) / C + LN_EPS);
         for (int c = 0; c < C; c++)
             o[c] = (x[c] - m) * s * w[c] + b[c];
@@ -62,20 +50,28 @@ void mt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
         const float *x = inp + (int64_t)n * C, *d = dout + (int64_t)n * C;
         float *dx = dinp + (int64_t)n * C;
         float m = mean[n], s = rstd[n];
-        float acc1[LANES] = {0}, acc2[LANES] = {0};
+        /* sums of dn = dout * w and of dn * norm, in the fixed lane order */
+        mt_v8 a1 = {0}, b1 = {0}, a2 = {0}, b2 = {0};
         int c = 0;
-        for (; c + LANES <= C; c += LANES)
-            for (int j = 0; j < LANES; j++) {
-                float dn = d[c + j] * w[c + j];
-                acc1[j] += dn;
-                acc2[j] += dn * (x[c + j] - m) * s;
-            }
-        for (int j = 0; c < C; c++, j++) {
-            float dn = d[c] * w[c];
-            acc1[j] += dn;
-            acc2[j] += dn * (x[c] - m) * s;
+        for (; c + MT_LANES <= C; c += MT_LANES) {
+            mt_v8 dn0 = mt_v8_load(d + c) * mt_v8_load(w + c);
+            mt_v8 dn1 = mt_v8_load(d + c + 8) * mt_v8_load(w + c + 8);
+            a1 += dn0;
+            b1 += dn1;
+            a2 += dn0 * ((mt_v8_load(x + c) - m) * s);
+            b2 += dn1 * ((mt_v8_load(x + c + 8) - m) * s);
         }
-        float dn_mean = mt_lanes_sum(acc1) / C, dn_norm_mean = mt_lanes_sum(acc2) / C;
+        float t1[MT_LANES] = {0}, t2[MT_LANES] = {0};
+        for (int j = 0; c + j < C; j++) {
+            float dn = d[c + j] * w[c + j];
+            t1[j] = dn;
+            t2[j] = dn * ((x[c + j] - m) * s);
+        }
+        a1 += mt_v8_load(t1);
+        b1 += mt_v8_load(t1 + 8);
+        a2 += mt_v8_load(t2);
+        b2 += mt_v8_load(t2 + 8);
+        float dn_mean = mt_lanes_reduce(a1, b1) / C, dn_norm_mean = mt_lanes_reduce(a2, b2) / C;
         for (c = 0; c < C; c++) {
             float norm = (x[c] - m) * s;
             float dn = d[c] * w[c];

@@ -25,15 +25,53 @@ static inline float mt_expf_inl(float x)
     return p * scale;
 }
 
+/* Fixed-order sums.  A sum over n elements runs in 16 lanes: lane j adds elements
+ * j, j+16, j+32, ... of the main part in order, then the n % 16 tail elements go to lanes
+ * 0, 1, ...; the lanes are combined in a fixed tree (j += j+8, then j += j+4, j+2, j+1).
+ * The lanes are two 8-wide GCC vectors, so the order is the same with or without SIMD
+ * hardware, and compilers keep them in registers. */
 #define MT_LANES 16
 
-/* Reduces 16 partial sums in a fixed tree. */
-static inline float mt_lanes_sum(float *acc)
+typedef float mt_v8 __attribute__((vector_size(32)));
+
+static inline mt_v8 mt_v8_load(const float *p)
 {
-    for (int w = MT_LANES / 2; w >= 1; w /= 2)
+    mt_v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* the fixed tree over 16 lanes held as lo (lanes 0-7) and hi (lanes 8-15) */
+static inline float mt_lanes_reduce(mt_v8 lo, mt_v8 hi)
+{
+    mt_v8 a = lo + hi;
+    float t[8];
+    memcpy(t, &a, sizeof t);
+    for (int w = 4; w >= 1; w /= 2)
         for (int j = 0; j < w; j++)
-            acc[j] += acc[j + w];
-    return acc[0];
+            t[j] += t[j + w];
+    return t[0];
+}
+
+/* adds the tail x[0..r) (r < 16) to lanes 0..r-1 */
+static inline void mt_lanes_tail(mt_v8 *lo, mt_v8 *hi, const float *x, int r)
+{
+    float t[16] = {0};
+    memcpy(t, x, sizeof(float) * (size_t)r);
+    *lo += mt_v8_load(t);
+    *hi += mt_v8_load(t + 8);
+}
+
+static inline float mt_sum_fixed(const float *x, int n)
+{
+    mt_v8 lo = {0}, hi = {0};
+    int i = 0;
+    for (; i + MT_LANES <= n; i += MT_LANES) {
+        lo += mt_v8_load(x + i);
+        hi += mt_v8_load(x + i + 8);
+    }
+    mt_lanes_tail(&lo, &hi, x + i, n - i);
+    return mt_lanes_reduce(lo, hi);
 }
 
 #endif
