@@ -27,7 +27,7 @@ MtStatus mt_error_prefix(MtStatus status, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, err_msg, sizeof old);
-    snprintf(err_msg, sizeof err_msg, "%s: %s", prefix, old);
+    snprintf(err_msg, sizeof err_msg, "%.400s: %.600s", prefix, old);
     return status;
 }
 
