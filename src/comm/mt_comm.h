@@ -1,0 +1,100 @@
+/* mt_comm.h - the communication layer every technique shares (MPI underneath).
+ *
+ * One MtComm per process: the world, the mesh groups (mt_mesh.h), byte counters per group
+ * and kind of operation, timed trace events, the collective check and the stall watchdog.
+ * Buffers are contiguous floats; counts are elements.
+ *
+ * Bytes counted (what this rank sends, by the convention of the nccl-tests report, for
+ * n bytes of data on a group of N ranks, in integer arithmetic, rounded down):
+ *     all-reduce          2 (N-1) n / N
+ *     reduce-scatter      (N-1) n / N     (n: the whole buffer, before scattering)
+ *     all-gather          (N-1) n / N     (n: the whole buffer, after gathering)
+ *     broadcast           n at the root, 0 elsewhere
+ *     send                n;  receive 0
+ * The same numbers whether the fast path (MPI's reductions) or the deterministic path runs:
+ * the deterministic reduce-scatter sends each peer its chunk and sums the N contributions
+ * of its own chunk in the balanced pairwise order over group ranks (S(lo,hi) = S(lo,mid) +
+ * S(mid,hi), mid = lo + (hi-lo)/2), exactly as the single-device micro-batch tree.
+ *
+ * Chunks: element range [i n / N, (i+1) n / N) belongs to group rank i.
+ *
+ * Failure: with the check on, every collective first compares (sequence number, operation,
+ * element count, root) across its group and stops the job on a mismatch, quoting both.  A
+ * watchdog thread ends the process, naming the operation, if one call waits longer than
+ * the timeout; mpirun then ends the others.  SIGTERM/SIGINT print what the rank waited on.
+ */
+#ifndef MT_COMM_H
+#define MT_COMM_H
+
+#include <stdint.h>
+
+#include "mt_core.h"
+#include "mt_mesh.h"
+
+typedef enum {
+    MT_OP_ALLREDUCE,
+    MT_OP_REDUCE_SCATTER,
+    MT_OP_ALLGATHER,
+    MT_OP_BROADCAST,
+    MT_OP_SEND,
+    MT_OP_RECV,
+    MT_NOPS
+} MtOp;
+
+typedef struct {
+    int check;         /* compare collective signatures across each group */
+    double timeout_s;  /* watchdog bound on one call; <= 0: no watchdog */
+    int trace;         /* record trace events */
+} MtCommOptions;
+
+typedef struct MtComm MtComm;
+typedef struct MtRequest MtRequest;
+
+/* Starts MPI (or joins the world it was launched in) and the watchdog.  Never fails
+ * softly: MPI errors abort the job. */
+MtComm *mt_comm_init(int *argc, char ***argv, const MtCommOptions *opt);
+/* Builds the mesh groups; the layout must have passed mt_layout_check for this world. */
+void mt_comm_mesh(MtComm *c, const MtLayout *l);
+void mt_comm_finalize(MtComm *c);
+
+int mt_comm_rank(const MtComm *c);                 /* world rank */
+int mt_comm_size(const MtComm *c);                 /* world size */
+int mt_comm_group_rank(const MtComm *c, MtGroupKind g);
+int mt_comm_group_size(const MtComm *c, MtGroupKind g);
+/* "[rank 5/8 pp=1 dp=0 tp=1]" */
+const char *mt_comm_label(const MtComm *c);
+
+/* Blocking collectives.  Sums use MPI's reduction (fast path) unless det != 0. */
+void mt_allreduce(MtComm *c, MtGroupKind g, float *buf, int64_t n, int det);
+/* out receives this rank's chunk of the sum of in (n elements) */
+void mt_reduce_scatter(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n, int det);
+/* in: this rank's chunk; out: the n gathered elements */
+void mt_allgather(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n);
+void mt_broadcast(MtComm *c, MtGroupKind g, float *buf, int64_t n, int root);
+/* peer is a group rank */
+void mt_send(MtComm *c, MtGroupKind g, const float *buf, int64_t n, int peer);
+void mt_recv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer);
+
+/* Non-blocking forms (fast path); a request is finished by mt_wait or a true mt_test. */
+MtRequest *mt_iallreduce(MtComm *c, MtGroupKind g, float *buf, int64_t n);
+MtRequest *mt_ireduce_scatter(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n);
+MtRequest *mt_iallgather(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n);
+MtRequest *mt_isend(MtComm *c, MtGroupKind g, const float *buf, int64_t n, int peer);
+MtRequest *mt_irecv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer);
+void mt_wait(MtComm *c, MtRequest *r);
+int mt_test(MtComm *c, MtRequest *r);
+
+/* Pure helpers. */
+void mt_chunk(int64_t n, int N, int i, int64_t *lo, int64_t *hi);
+int64_t mt_comm_formula_bytes(MtOp op, int64_t bytes, int N, int is_root);
+const char *mt_op_name(MtOp op);
+
+/* Bytes this rank sent, per group and operation, since the last reset. */
+int64_t mt_comm_bytes(const MtComm *c, MtGroupKind g, MtOp op);
+int64_t mt_comm_group_bytes(const MtComm *c, MtGroupKind g);
+void mt_comm_reset_counters(MtComm *c);
+/* Gathers every rank's trace events to world rank 0, which writes one Chrome trace JSON
+ * file (one row per rank).  Collective over the world. */
+MtStatus mt_comm_write_trace(MtComm *c, const char *path);
+
+#endif
