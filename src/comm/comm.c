@@ -232,8 +232,6 @@ static void check_signature(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int ro
 static double begin(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int root, int collective)
 {
     group(c, g);
-    if (collective && c->opt.check)
-        check_signature(c, g, op, n, root);
     if (collective)
         c->seq[g]++;
     inflight_len = snprintf(inflight_msg, sizeof inflight_msg, "%s waiting in %s (call #%lld on group %s, %lld floats)",
@@ -242,7 +240,9 @@ static double begin(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int root, int 
         inflight_len = (int)sizeof inflight_msg - 1;
     double t = now();
     inflight_since = t;
-    inflight = 1;
+    inflight = 1; /* from here on the watchdog and the signal handlers know what we wait on */
+    if (collective && c->opt.check)
+        check_signature(c, g, op, n, root);
     return t;
 }
 
@@ -415,15 +415,10 @@ static MtRequest *request(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int root
 {
     MtRequest *r = calloc(1, sizeof *r);
     MT_ASSERT(r, "out of memory");
-    group(c, g);
-    if (collective && c->opt.check)
-        check_signature(c, g, op, n, root);
-    if (collective)
-        c->seq[g]++;
-    *r = (MtRequest){.comm = c, .op = op, .group = g, .n = n, .start = now()};
-    int N = c->gsize[g];
-    int is_root = op == MT_OP_SEND;
-    r->bytes = mt_comm_formula_bytes(op, n * (int64_t)sizeof(float), N, is_root);
+    double t = begin(c, g, op, n, root, collective);
+    inflight = 0; /* posting does not wait; mt_wait does */
+    *r = (MtRequest){.comm = c, .op = op, .group = g, .n = n, .start = t};
+    r->bytes = mt_comm_formula_bytes(op, n * (int64_t)sizeof(float), c->gsize[g], op == MT_OP_SEND);
     MT_ASSERT(n <= INT32_MAX, "buffer too large");
     return r;
 }
@@ -483,8 +478,7 @@ static void finish(MtRequest *r)
 
 void mt_wait(MtComm *c, MtRequest *r)
 {
-    double t = begin(c, r->group, r->op, r->n, -1, 0);
-    (void)t;
+    begin(c, r->group, r->op, r->n, -1, 0); /* for the watchdog: what this rank waits on */
     MPI_Wait(&r->req, MPI_STATUS_IGNORE);
     inflight = 0;
     finish(r);
