@@ -14,6 +14,7 @@ static void usage(FILE *f)
             "  eval      mean next-token loss of a checkpoint on a token or text file\n"
             "  sample    generate text from a checkpoint\n"
             "  bench     time full training steps on random data (prints JSON)\n"
+            "  bench-comm  bus bandwidth of the collectives, meshtrain's layer against raw MPI\n"
             "  schedule  print a pipeline schedule (not available yet)\n");
 }
 
@@ -29,6 +30,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "sample") == 0) return mt_cmd_sample(argc - 2, argv + 2);
     if (strcmp(cmd, "prepare") == 0) return mt_cmd_prepare(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return mt_cmd_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench-comm") == 0) return mt_cmd_bench_comm(argc, argv);
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;

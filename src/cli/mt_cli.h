@@ -8,6 +8,8 @@ int mt_cmd_eval(int argc, char **argv);
 int mt_cmd_sample(int argc, char **argv);
 int mt_cmd_prepare(int argc, char **argv);
 int mt_cmd_bench(int argc, char **argv);
+/* takes the whole argv (it may re-execute itself under mpirun) */
+int mt_cmd_bench_comm(int argc, char **argv);
 
 /* Threads, BLAS and kernels set up for this process (threads <= 0: one per core). */
 int mt_cli_setup_threads(int threads);
