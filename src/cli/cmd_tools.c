@@ -13,14 +13,16 @@
 #include "mt_cli.h"
 #include "mt_gemm.h"
 #include "mt_kernels.h"
+#include "mt_launch.h"
 #include "mt_rng.h"
 #include "mt_train.h"
 
 int mt_cli_setup_threads(int threads)
 {
-    if (threads <= 0) {
+    if (threads <= 0) { /* the machine's cores, shared by the job's ranks on it */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores > 0 ? (int)cores : 1;
+        threads = cores > 0 ? (int)cores / mt_local_ranks() : 1;
+        threads = threads > 0 ? threads : 1;
     }
     mt_gemm_setup(threads);
     mt_kernels_set_threads(threads);

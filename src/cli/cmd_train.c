@@ -9,6 +9,9 @@
 
 #include "flags.h"
 #include "mt_checkpoint.h"
+#include "mt_comm.h"
+#include "mt_dp.h"
+#include "mt_launch.h"
 #include "mt_cli.h"
 #include "mt_fsutil.h"
 #include "mt_gemm.h"
@@ -20,37 +23,31 @@ typedef struct {
     const char *data, *save, *resume, *log_json, *trace;
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
-    int dp, tp, pp, zero, microbatches, vstages, seqpar, recompute, deterministic, check_coll;
+    int dp, tp, pp, zero, microbatches, vstages, seqpar, recompute, deterministic, check_coll, fast_comm;
+    float comm_timeout;
     const char *schedule;
     uint64_t seed;
 } TrainArgs;
 
-static MtStatus check_layout(const TrainArgs *a)
+/* What this build can run: data parallelism (--dp) in its plain form.  The degrees, ZeRO
+ * stage and schedule are checked against the model by mt_layout_check (mt_mesh.h). */
+static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
 {
-    if (a->dp < 1 || a->tp < 1 || a->pp < 1)
-        return mt_error(MT_EINPUT, "meshtrain train: --dp %d --tp %d --pp %d: every degree must be >= 1",
-                        a->dp, a->tp, a->pp);
-    if (a->zero < 0 || a->zero > 3)
-        return mt_error(MT_EINPUT, "meshtrain train: --zero %d: the stage must be 0, 1, 2 or 3", a->zero);
-    static const char *scheds[] = {"naive", "gpipe", "1f1b", "interleaved", "zb"};
-    int known = 0;
-    for (int i = 0; i < 5; i++)
-        known |= strcmp(a->schedule, scheds[i]) == 0;
-    if (!known)
-        return mt_error(MT_EINPUT, "meshtrain train: --schedule %s: must be naive, gpipe, 1f1b, interleaved or zb",
-                        a->schedule);
-    if (a->dp * a->tp * a->pp > 1)
-        return mt_error(MT_EINPUT, "meshtrain train: --dp %d --tp %d --pp %d: multi-rank layouts need the "
-                        "communication layer, which this build does not have yet; use 1 x 1 x 1",
-                        a->dp, a->tp, a->pp);
+    MtLayout l = {.dp = a->dp, .tp = a->tp, .pp = a->pp};
+    int world = a->dp > 0 && a->tp > 0 && a->pp > 0 ? a->dp * a->tp * a->pp : 0;
+    MtStatus s = mt_layout_check(&l, world, cfg->NH, cfg->L, a->zero, a->schedule);
+    if (s != MT_OK)
+        return mt_error_prefix(s, "meshtrain train");
+    if (a->tp > 1 || a->pp > 1)
+        return mt_error(MT_EINPUT, "meshtrain train: --tp %d --pp %d: tensor and pipeline parallelism are not "
+                        "built yet (this build trains with --dp only)", a->tp, a->pp);
     if (a->zero != 0)
-        return mt_error(MT_EINPUT, "meshtrain train: --zero %d needs --dp > 1 (not available yet)", a->zero);
+        return mt_error(MT_EINPUT, "meshtrain train: --zero %d: ZeRO and FSDP are not built yet (plain --dp only)",
+                        a->zero);
     if (a->seqpar)
         return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel needs --tp > 1");
     if (a->recompute)
         return mt_error(MT_EINPUT, "meshtrain train: --recompute is not implemented yet");
-    if (a->trace)
-        return mt_error(MT_EINPUT, "meshtrain train: --trace is not implemented yet");
     if (a->microbatches != 0 || a->vstages != 1)
         return mt_error(MT_EINPUT, "meshtrain train: --microbatches and --virtual-stages need --pp > 1");
     return MT_OK;
@@ -93,20 +90,45 @@ static void fmt_eta(char *out, size_t n, double sec)
         snprintf(out, n, "%dh%02dm", (int)sec / 3600, ((int)sec % 3600) / 60);
 }
 
-static void log_json(FILE *f, const MtTrainer *tr, const MtStepStats *st, double ms, double tps,
-                     double val)
+/* Per-rank figures of one step, gathered on rank 0: mem (params, grads, optimizer,
+ * activations, peak) and the bytes sent per group (dp, tp, pp). */
+#define RANK_FIELDS 8
+
+static void rank_fields(const MtTrainer *tr, const MtComm *c, int64_t *f)
 {
     const MtMem *m = &tr->mem;
+    f[0] = m->peak[MT_MEM_PARAMS];
+    f[1] = m->peak[MT_MEM_GRADS];
+    f[2] = m->peak[MT_MEM_OPTIM];
+    f[3] = m->peak[MT_MEM_ACTS];
+    f[4] = m->total_peak;
+    f[5] = c ? mt_comm_group_bytes(c, MT_GROUP_DP) : 0;
+    f[6] = c ? mt_comm_group_bytes(c, MT_GROUP_TP) : 0;
+    f[7] = c ? mt_comm_group_bytes(c, MT_GROUP_PP) : 0;
+}
+
+static void log_json(FILE *f, const MtTrainer *tr, const MtStepStats *st, double ms, double tps,
+                     double val, const int64_t *ranks, int nranks)
+{
     fprintf(f, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"step_ms\": %.3f, "
                "\"tokens_per_s\": %.1f, ",
             (long long)tr->step, st->loss, st->lr, st->grad_norm, ms, tps);
     if (!isnan(val))
         fprintf(f, "\"val_loss\": %.9g, ", val);
-    fprintf(f, "\"mem\": [{\"params\": %lld, \"grads\": %lld, \"optimizer\": %lld, "
-               "\"activations\": %lld, \"peak\": %lld}], \"comm\": [{\"dp\": 0, \"tp\": 0, \"pp\": 0}]}\n",
-            (long long)m->peak[MT_MEM_PARAMS], (long long)m->peak[MT_MEM_GRADS],
-            (long long)m->peak[MT_MEM_OPTIM], (long long)m->peak[MT_MEM_ACTS],
-            (long long)m->total_peak);
+    fprintf(f, "\"mem\": [");
+    for (int r = 0; r < nranks; r++) {
+        const int64_t *x = ranks + r * RANK_FIELDS;
+        fprintf(f, "%s{\"params\": %lld, \"grads\": %lld, \"optimizer\": %lld, \"activations\": %lld, "
+                   "\"peak\": %lld}", r ? ", " : "", (long long)x[0], (long long)x[1], (long long)x[2],
+                (long long)x[3], (long long)x[4]);
+    }
+    fprintf(f, "], \"comm\": [");
+    for (int r = 0; r < nranks; r++) {
+        const int64_t *x = ranks + r * RANK_FIELDS;
+        fprintf(f, "%s{\"dp\": %lld, \"tp\": %lld, \"pp\": %lld}", r ? ", " : "", (long long)x[5],
+                (long long)x[6], (long long)x[7]);
+    }
+    fprintf(f, "]}\n");
     fflush(f);
 }
 
@@ -121,13 +143,42 @@ static MtStatus load_data(const char *dir, const char *name, int required, MtTok
     return mt_tokens_read(path, t);
 }
 
-int mt_cmd_train(int argc, char **argv)
+/* End of a multi-rank run: bytes each rank sent per group, and the trace. */
+static int summary(MtComm *c, const char *trace, int root)
 {
+    int N = mt_comm_size(c);
+    int64_t mine[3] = {mt_comm_total_bytes(c, MT_GROUP_DP), mt_comm_total_bytes(c, MT_GROUP_TP),
+                       mt_comm_total_bytes(c, MT_GROUP_PP)};
+    int64_t *all = calloc((size_t)N * 3, sizeof(int64_t));
+    MT_ASSERT(all, "out of memory");
+    mt_comm_gather_i64(c, mine, 3, all);
+    if (root) {
+        printf("communication, bytes sent over the run:\n  rank        dp          tp          pp\n");
+        for (int r = 0; r < N; r++)
+            printf("  %4d %11lld %11lld %11lld\n", r, (long long)all[3 * r], (long long)all[3 * r + 1],
+                   (long long)all[3 * r + 2]);
+    }
+    free(all);
+    if (trace) {
+        MtStatus s = mt_comm_write_trace(c, trace);
+        if (s != MT_OK)
+            return mt_cli_fail(s);
+        if (root)
+            printf("trace: %s\n", trace);
+    }
+    return 0;
+}
+
+int mt_cmd_train(int full_argc, char **full_argv)
+{
+    int argc = full_argc - 2;
+    char **argv = full_argv + 2;
     TrainArgs a = {.layers = 4, .heads = 4, .dim = 128, .seq_len = 128, .vocab = 256, .ctx = 0,
                    .batch = 16, .micro = 0, .steps = 200, .warmup = 20, .lr = 1e-3f,
                    .min_lr_frac = 0.1f, .wd = 0.1f, .clip = 1.0f, .beta1 = 0.9f, .beta2 = 0.95f,
                    .eval_every = 100, .eval_batches = 8, .log_every = 10, .threads = 0,
-                   .dp = 1, .tp = 1, .pp = 1, .vstages = 1, .schedule = "1f1b", .seed = 1337};
+                   .dp = 1, .tp = 1, .pp = 1, .vstages = 1, .schedule = "1f1b", .seed = 1337,
+                   .comm_timeout = 60.0f};
     Flag flags[] = {
         {"layers", FLAG_INT, &a.layers, "transformer blocks"},
         {"heads", FLAG_INT, &a.heads, "attention heads"},
@@ -165,9 +216,11 @@ int mt_cmd_train(int argc, char **argv)
         {"virtual-stages", FLAG_INT, &a.vstages, "interleaved stages per rank"},
         {"sequence-parallel", FLAG_BOOL, &a.seqpar, "sequence parallelism with TP"},
         {"recompute", FLAG_BOOL, &a.recompute, "activation recomputation"},
-        {"deterministic", FLAG_BOOL, &a.deterministic, "bit-reproducible reductions (always on one rank)"},
+        {"deterministic", FLAG_BOOL, &a.deterministic, "fixed-order reductions (the default; kept for clarity)"},
+        {"fast-comm", FLAG_BOOL, &a.fast_comm, "MPI's own reductions instead of the fixed order (not bit-exact)"},
+        {"comm-timeout", FLAG_FLOAT, &a.comm_timeout, "seconds a rank waits in one operation before giving up"},
         {"check-collectives", FLAG_BOOL, &a.check_coll, "verify collective signatures across ranks"},
-        {"trace", FLAG_STR, &a.trace, "Chrome trace of the run"},
+        {"trace", FLAG_STR, &a.trace, "Chrome trace of the run's communication (one row per rank)"},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]), help;
     MtStatus s = mt_flags_parse(flags, nflags, argc, argv, "train", &help);
@@ -178,8 +231,6 @@ int mt_cmd_train(int argc, char **argv)
         return 0;
     }
     /* ---- validation: everything before any large allocation or any file is written ---- */
-    if ((s = check_layout(&a)) != MT_OK)
-        return mt_cli_fail(s);
     if (!a.data)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --data DIR is required"));
     if (a.steps < 0 || a.warmup < 0 || a.save_every < 0 || a.exit_interval < 0 || a.eval_every < 0 || a.eval_batches < 0 ||
@@ -230,6 +281,10 @@ int mt_cmd_train(int argc, char **argv)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --threads %d must be >= 0", a.threads));
     if ((s = mt_config_check(&tc.cfg)) != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+    if ((s = check_layout(&a, &tc.cfg)) != MT_OK)
+        return mt_cli_fail(s);
+    if (tc.batch % tc.micro == 0 && (s = mt_dp_check(a.dp, tc.batch / tc.micro)) != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     if (a.save && (s = check_save_dir(a.save)) != MT_OK)
         return mt_cli_fail(s);
     MtTokens train = {0}, val = {0};
@@ -237,6 +292,8 @@ int mt_cmd_train(int argc, char **argv)
         (s = load_data(a.data, "val.bin", 0, &val)) != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     int rc = 0;
+    MtComm *comm = NULL;
+    int64_t *fields = NULL;
     if ((int64_t)train.vocab > tc.cfg.V) {
         rc = mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: the data's vocabulary (%u) is larger than "
                                   "the model's (%d)", train.vocab, tc.cfg.V));
@@ -247,9 +304,33 @@ int mt_cmd_train(int argc, char **argv)
                                   "one sequence of %d", a.data, (long long)train.count, a.seq_len + 1));
         goto out_data;
     }
+    /* ---- ranks: re-executed under mpirun when started by hand with several ---- */
+    int ranks = a.dp * a.tp * a.pp;
+    if (ranks > 1 && !mt_launched_by_mpi()) {
+        mt_tokens_free(&train);
+        mt_tokens_free(&val);
+        return mt_launch(full_argc, full_argv, ranks) == 0 ? 0 : 1;
+    }
+    if (mt_launched_by_mpi()) {
+        MtCommOptions opt = {.check = a.check_coll, .timeout_s = a.comm_timeout, .trace = a.trace != NULL};
+        comm = mt_comm_init(&full_argc, &full_argv, &opt);
+        MtLayout l = {.dp = a.dp, .tp = a.tp, .pp = a.pp};
+        if ((s = mt_layout_check(&l, mt_comm_size(comm), tc.cfg.NH, tc.cfg.L, a.zero, a.schedule)) != MT_OK) {
+            if (mt_comm_rank(comm) == 0)
+                fprintf(stderr, "meshtrain train: %s (started with mpirun -np %d)\n", mt_error_msg(),
+                        mt_comm_size(comm));
+            exit(2); /* every rank reaches the same verdict; none waits for another */
+        }
+        mt_comm_mesh(comm, &l);
+    }
+    int root = !comm || mt_comm_rank(comm) == 0;
+    if (a.trace && !comm)
+        printf("meshtrain train: one rank, no communication: --trace %s is not written\n", a.trace);
+    int nranks = comm ? mt_comm_size(comm) : 1;
+    fields = calloc((size_t)nranks * RANK_FIELDS, sizeof(int64_t));
     MtTrainer tr;
-    if ((s = mt_trainer_init(&tr, &tc)) != MT_OK) {
-        rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+    if (!fields || (s = mt_trainer_init(&tr, &tc)) != MT_OK) {
+        rc = mt_cli_fail(mt_error_prefix(fields ? s : MT_ENOMEM, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
         goto out_data;
     }
     if (a.resume) {
@@ -261,7 +342,7 @@ int mt_cmd_train(int argc, char **argv)
         tr.step = rs.step;
     }
     FILE *jf = NULL;
-    if (a.log_json && !(jf = fopen(a.log_json, a.resume ? "a" : "w"))) {
+    if (root && a.log_json && !(jf = fopen(a.log_json, a.resume ? "a" : "w"))) {
         rc = mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: cannot open --log-json %s: %s", a.log_json,
                                   strerror(errno)));
         goto out_trainer;
@@ -270,6 +351,11 @@ int mt_cmd_train(int argc, char **argv)
     int64_t val_windows = (int64_t)a.eval_batches * tc.micro;
     if (val_windows > nval)
         val_windows = nval;
+    if (!root)
+        freopen("/dev/null", "w", stdout); /* rank 0 speaks for the job; errors still reach stderr */
+    if (comm)
+        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), %s all-reduce\n", nranks, a.dp, a.tp, a.pp,
+               a.fast_comm ? "fast" : "fixed-order");
     printf("meshtrain train: %d layers, %d heads, width %d, context %d, vocab %d: %.2fM parameters\n",
            tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.T, tc.cfg.V, tr.nfloats / 1e6);
     printf("  batch %d x %d tokens (micro-batch %d), %d steps from step %lld, %d threads, %s\n",
@@ -283,8 +369,13 @@ int mt_cmd_train(int argc, char **argv)
     MtStepStats st = {0};
     while (tr.step < a.steps) {
         mt_mem_reset_peaks(&tr.mem);
+        if (comm)
+            mt_comm_reset_counters(comm);
         double t0 = mt_now();
-        mt_trainer_step(&tr, &train, &st);
+        if (comm)
+            mt_dp_step(&tr, comm, &train, !a.fast_comm, &st);
+        else
+            mt_trainer_step(&tr, &train, &st);
         double dt = mt_now() - t0;
         t_total += dt;
         timed++;
@@ -299,8 +390,13 @@ int mt_cmd_train(int argc, char **argv)
         int last = tr.step == a.steps || (a.exit_interval > 0 && tr.step % a.exit_interval == 0);
         if (val_windows > 0 && ((a.eval_every > 0 && tr.step % a.eval_every == 0) || last))
             vl = mt_trainer_eval(&tr, &val, val_windows);
-        if (jf)
-            log_json(jf, &tr, &st, dt * 1e3, tps, vl);
+        if (a.log_json) {
+            rank_fields(&tr, comm, fields);
+            if (comm)
+                mt_comm_gather_i64(comm, fields, RANK_FIELDS, fields);
+            if (jf)
+                log_json(jf, &tr, &st, dt * 1e3, tps, vl, fields, nranks);
+        }
         if ((a.log_every > 0 && tr.step % a.log_every == 0) || last || !isnan(vl) || tr.step == 1) {
             char eta[32];
             fmt_eta(eta, sizeof eta, (a.steps - tr.step) * (t_total / timed));
@@ -313,7 +409,7 @@ int mt_cmd_train(int argc, char **argv)
         }
         if (last && tr.step != a.steps)
             break; /* --exit-interval */
-        if (a.save && ((a.save_every > 0 && tr.step % a.save_every == 0 && !last))) {
+        if (root && a.save && ((a.save_every > 0 && tr.step % a.save_every == 0 && !last))) {
             MtTrainState ts = {.step = tr.step, .seed = tr.tc.seed, .batch = tc.batch,
                                .micro = tc.micro, .seq = tc.seq, .oc = tc.oc};
             if ((s = mt_ckpt_save(a.save, &tc.cfg, tr.table, tr.nparams, tr.params, tr.m, tr.v, &ts)) != MT_OK) {
@@ -322,7 +418,7 @@ int mt_cmd_train(int argc, char **argv)
             }
         }
     }
-    if (rc == 0 && a.save) {
+    if (rc == 0 && a.save && root) {
         MtTrainState ts = {.step = tr.step, .seed = tr.tc.seed, .batch = tc.batch, .micro = tc.micro,
                            .seq = tc.seq, .oc = tc.oc};
         if ((s = mt_ckpt_save(a.save, &tc.cfg, tr.table, tr.nparams, tr.params, tr.m, tr.v, &ts)) != MT_OK)
@@ -332,12 +428,17 @@ int mt_cmd_train(int argc, char **argv)
     }
     if (timed > 0)
         printf("done: %lld steps, %.1f ms/step on average\n", (long long)timed, 1e3 * t_total / timed);
+    if (comm && rc == 0)
+        rc = summary(comm, a.trace, root);
     if (jf)
         fclose(jf);
 out_trainer:
     mt_trainer_free(&tr);
 out_data:
+    free(fields);
     mt_tokens_free(&train);
     mt_tokens_free(&val);
+    if (comm && rc == 0)
+        mt_comm_finalize(comm);
     return rc;
 }

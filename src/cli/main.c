@@ -25,7 +25,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "train") == 0) return mt_cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "train") == 0) return mt_cmd_train(argc, argv);
     if (strcmp(cmd, "eval") == 0) return mt_cmd_eval(argc - 2, argv + 2);
     if (strcmp(cmd, "sample") == 0) return mt_cmd_sample(argc - 2, argv + 2);
     if (strcmp(cmd, "prepare") == 0) return mt_cmd_prepare(argc - 2, argv + 2);

@@ -3,6 +3,7 @@
 #ifndef MT_CLI_H
 #define MT_CLI_H
 
+/* takes the whole argv (it may re-execute itself under mpirun) */
 int mt_cmd_train(int argc, char **argv);
 int mt_cmd_eval(int argc, char **argv);
 int mt_cmd_sample(int argc, char **argv);

@@ -34,7 +34,8 @@ struct MtComm {
     MtLayout layout;
     MPI_Comm groups[MT_NGROUPS];
     int grank[MT_NGROUPS], gsize[MT_NGROUPS];
-    int64_t bytes[MT_NGROUPS][MT_NOPS];
+    int64_t bytes[MT_NGROUPS][MT_NOPS]; /* since the last reset */
+    int64_t total[MT_NGROUPS];          /* over the whole run */
     int64_t seq[MT_NGROUPS];
     char label[96];
     Event *events;
@@ -196,6 +197,17 @@ int64_t mt_comm_group_bytes(const MtComm *c, MtGroupKind g)
 
 void mt_comm_reset_counters(MtComm *c) { memset(c->bytes, 0, sizeof c->bytes); }
 
+int64_t mt_comm_total_bytes(const MtComm *c, MtGroupKind g) { return c->total[g]; }
+
+void mt_comm_gather_i64(MtComm *c, const int64_t *mine, int n, int64_t *all)
+{
+    int64_t *tmp = malloc(sizeof(int64_t) * (size_t)n);
+    MT_ASSERT(tmp, "out of memory");
+    memcpy(tmp, mine, sizeof(int64_t) * (size_t)n); /* mine may alias all */
+    MPI_Gather(tmp, n, MPI_INT64_T, all, n, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    free(tmp);
+}
+
 /* ---- bookkeeping around every operation ---- */
 
 static MPI_Comm group(MtComm *c, MtGroupKind g)
@@ -250,6 +262,7 @@ static void record(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int64_t bytes, 
 {
     double t = now();
     c->bytes[g][op] += bytes;
+    c->total[g] += bytes;
     if (!c->opt.trace)
         return;
     if (c->nevents == c->cap) {

@@ -93,6 +93,11 @@ const char *mt_op_name(MtOp op);
 int64_t mt_comm_bytes(const MtComm *c, MtGroupKind g, MtOp op);
 int64_t mt_comm_group_bytes(const MtComm *c, MtGroupKind g);
 void mt_comm_reset_counters(MtComm *c);
+/* Bytes this rank sent on a group over the whole run (not reset). */
+int64_t mt_comm_total_bytes(const MtComm *c, MtGroupKind g);
+/* Bookkeeping (not counted): n values from every rank to world rank 0, rank-major in all
+ * (needed on rank 0 only; mine may alias all). */
+void mt_comm_gather_i64(MtComm *c, const int64_t *mine, int n, int64_t *all);
 /* Gathers every rank's trace events to world rank 0, which writes one Chrome trace JSON
  * file (one row per rank).  Collective over the world. */
 MtStatus mt_comm_write_trace(MtComm *c, const char *path);

@@ -57,6 +57,9 @@ void mt_trainer_free(MtTrainer *tr);
 /* Loss and gradient (into tr->grads) of the global batch in tr->inputs / tr->targets,
  * in the canonical order.  Returns the loss. */
 float mt_trainer_forward_backward(MtTrainer *tr);
+/* The same over micro-batches [lo, hi) only: the subtree S(lo, hi) (a data-parallel rank's
+ * share); loss and gradient still divided by the tokens of the whole step. */
+float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi);
 /* Gradient (into gbuf, overwritten) and loss of micro-batch k alone, both divided by the
  * tokens of the whole step: the leaves of the tree. */
 float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf);

@@ -141,6 +141,11 @@ float mt_trainer_forward_backward(MtTrainer *tr)
     return accumulate(tr, 0, tr->tc.batch / tr->tc.micro, tr->grads, 0);
 }
 
+float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi)
+{
+    return accumulate(tr, lo, hi, tr->grads, 0);
+}
+
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st)
 {
     const MtOptimConfig *oc = &tr->tc.oc;
