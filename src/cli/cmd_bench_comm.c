@@ -16,7 +16,7 @@ int mt_cmd_bench_comm(int argc, char **argv)
         {"ranks", FLAG_INT, &ranks, "ranks (launched through mpirun unless already under MPI)"},
         {"min-kib", FLAG_INT, &min_kib, "smallest buffer, KiB"},
         {"max-mib", FLAG_INT, &max_mib, "largest buffer, MiB"},
-        {"reps", FLAG_INT, &reps, "interleaved rounds per size (best is kept)"},
+        {"reps", FLAG_INT, &reps, "rounds per size (calls alternate meshtrain, raw)"},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     MtStatus s = mt_flags_parse(flags, n, argc - 2, argv + 2, "bench-comm", &help);
@@ -46,7 +46,7 @@ int mt_cmd_bench_comm(int argc, char **argv)
     for (int64_t bytes = (int64_t)min_kib << 10; bytes <= (int64_t)max_mib << 20; bytes *= 4) {
         int64_t nf = bytes / 4;
         int iters = (int)(((int64_t)64 << 20) / bytes);
-        iters = iters < 5 ? 5 : iters > 2000 ? 2000 : iters;
+        iters = iters < 10 ? 10 : iters > 1000 ? 1000 : iters;
         for (int k = 0; k < 3; k++) {
             MtCommTiming t = mt_commbench_time(c, ops[k], nf, iters, reps, buf, out);
             double f = ops[k] == MT_OP_ALLREDUCE ? 2.0 * (N - 1) / N : (double)(N - 1) / N;

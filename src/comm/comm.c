@@ -52,10 +52,53 @@ struct MtComm {
  * can only read preformatted memory): process-wide by necessity, one MtComm per process. */
 static volatile sig_atomic_t inflight;
 static volatile double inflight_since;
-static char inflight_msg[320];
-static int inflight_len;
+static volatile int inflight_op, inflight_group;
+static volatile int64_t inflight_seq, inflight_n;
+static char label_copy[96];
 static char idle_msg[128];
 static int idle_len;
+
+/* async-signal-safe formatting of "<label> waiting in <op> (call #k on group g, n floats)" */
+static int put_str(char *b, int at, int cap, const char *s)
+{
+    while (*s && at < cap - 1)
+        b[at++] = *s++;
+    return at;
+}
+
+static int put_int(char *b, int at, int cap, int64_t v)
+{
+    char d[24];
+    int k = 0;
+    if (v < 0) {
+        at = put_str(b, at, cap, "-");
+        v = -v;
+    }
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && k < 23);
+    while (k && at < cap - 1)
+        b[at++] = d[--k];
+    return at;
+}
+
+static int inflight_message(char *b, int cap)
+{
+    static const char *ops[MT_NOPS] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "send", "recv"};
+    static const char *groups[MT_NGROUPS] = {"tp", "dp", "pp", "embed", "world"};
+    int at = put_str(b, 0, cap, label_copy);
+    at = put_str(b, at, cap, " waiting in ");
+    at = put_str(b, at, cap, ops[inflight_op]);
+    at = put_str(b, at, cap, " (call #");
+    at = put_int(b, at, cap, inflight_seq);
+    at = put_str(b, at, cap, " on group ");
+    at = put_str(b, at, cap, groups[inflight_group]);
+    at = put_str(b, at, cap, ", ");
+    at = put_int(b, at, cap, inflight_n);
+    at = put_str(b, at, cap, " floats)");
+    return at;
+}
 
 static double now(void) { return MPI_Wtime(); }
 
@@ -63,7 +106,9 @@ static void on_signal(int sig)
 {
     static const char tail[] = " - terminated by a signal\n";
     if (inflight) {
-        ssize_t w = write(2, inflight_msg, (size_t)inflight_len);
+        char msg[320];
+        int len = inflight_message(msg, sizeof msg);
+        ssize_t w = write(2, msg, (size_t)len);
         w = write(2, tail, sizeof tail - 1);
         (void)w;
     } else {
@@ -79,10 +124,11 @@ static void *watchdog_main(void *arg)
     while (!c->stop) {
         usleep(50 * 1000);
         if (inflight && now() - inflight_since > c->opt.timeout_s) {
-            char tail[128];
+            char tail[128], msg[320];
             int n = snprintf(tail, sizeof tail, " - no progress for %.0f s (timeout): a peer died or stalled\n",
                              c->opt.timeout_s);
-            ssize_t w = write(2, inflight_msg, (size_t)inflight_len);
+            int len = inflight_message(msg, sizeof msg);
+            ssize_t w = write(2, msg, (size_t)len);
             w = write(2, tail, (size_t)n);
             (void)w;
             _exit(3);
@@ -122,6 +168,7 @@ static void set_label(MtComm *c)
     mt_set_rank_label(c->label + 1);
     c->label[strlen(c->label)] = 0;
     idle_len = snprintf(idle_msg, sizeof idle_msg, "%s terminated by a signal (not in a collective)\n", c->label);
+    snprintf(label_copy, sizeof label_copy, "%s", c->label);
 }
 
 MtComm *mt_comm_init(int *argc, char ***argv, const MtCommOptions *opt)
@@ -246,10 +293,10 @@ static double begin(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int root, int 
     group(c, g);
     if (collective)
         c->seq[g]++;
-    inflight_len = snprintf(inflight_msg, sizeof inflight_msg, "%s waiting in %s (call #%lld on group %s, %lld floats)",
-                            c->label, mt_op_name(op), (long long)c->seq[g], mt_group_name(g), (long long)n);
-    if (inflight_len >= (int)sizeof inflight_msg)
-        inflight_len = (int)sizeof inflight_msg - 1;
+    inflight_op = op;
+    inflight_group = g;
+    inflight_seq = c->seq[g];
+    inflight_n = n;
     double t = now();
     inflight_since = t;
     inflight = 1; /* from here on the watchdog and the signal handlers know what we wait on */

@@ -52,26 +52,33 @@ MtCommTiming mt_commbench_time(MtComm *c, MtOp op, int64_t n, int iters, int rep
         counts[i] = (int)(hi - lo);
         counts[N + i] = (int)lo;
     }
-    MtCommTiming best = {1e30, 1e30, 1e30};
-    for (int r = 0; r < reps; r++) { /* interleaved: ours, raw, ours, raw, ... best of each */
-        for (int w = 0; w < 2; w++)
-            ours(c, op, buf, out, n);
-        MPI_Barrier(MPI_COMM_WORLD);
+    /* A/B per call: ours then raw, each after a barrier, times summed per side over
+     * reps x iters calls, so that the machine's drift affects both alike. */
+    MtCommTiming sum = {0, 0, 0};
+    for (int w = 0; w < 2; w++) {
+        ours(c, op, buf, out, n);
+        raw(op, buf, out, n, N, counts);
+    }
+    for (int r = 0; r < reps * iters; r++) {
+        for (int k = 0; k < 2; k++) { /* the order alternates: ours first, then raw first */
+            int first_ours = (r + k) % 2 == 0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t = MPI_Wtime();
+            if (first_ours)
+                ours(c, op, buf, out, n);
+            else
+                raw(op, buf, out, n, N, counts);
+            double dt = MPI_Wtime() - t;
+            if (first_ours)
+                sum.ours_s += dt;
+            else
+                sum.raw_s += dt;
+        }
+    }
+    MtCommTiming best = {sync_max(sum.ours_s) / (reps * iters), sync_max(sum.raw_s) / (reps * iters), 1e30};
+    memcpy(out, buf, sizeof(float) * (size_t)n);
+    for (int r = 0; r < reps; r++) {
         double t = MPI_Wtime();
-        for (int i = 0; i < iters; i++)
-            ours(c, op, buf, out, n);
-        t = sync_max((MPI_Wtime() - t) / iters);
-        best.ours_s = t < best.ours_s ? t : best.ours_s;
-        for (int w = 0; w < 2; w++)
-            raw(op, buf, out, n, N, counts);
-        MPI_Barrier(MPI_COMM_WORLD);
-        t = MPI_Wtime();
-        for (int i = 0; i < iters; i++)
-            raw(op, buf, out, n, N, counts);
-        t = sync_max((MPI_Wtime() - t) / iters);
-        best.raw_s = t < best.raw_s ? t : best.raw_s;
-        memcpy(out, buf, sizeof(float) * (size_t)n);
-        t = MPI_Wtime();
         for (int i = 0; i < iters; i++) {
             memcpy(out, buf, sizeof(float) * (size_t)n);
             __asm__ volatile("" ::"r"(out) : "memory");
