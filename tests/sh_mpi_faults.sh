@@ -32,6 +32,33 @@ grep -q "waiting in allreduce" "$T/err" && grep -q "no progress" "$T/err" && pas
   || fail "stall: no watchdog message: $(head -c 400 "$T/err")"
 echo "stall ($secs s): $(grep -m1 "no progress" "$T/err")"
 
+# Ctrl-C: SIGINT to the launcher stops every rank (mpirun ends them; what they print on the
+# way out may be lost with mpirun's output forwarding, so only the stopping is checked)
+timeout 60 ${MT_MPIEXEC:-mpiexec} --oversubscribe --mca btl_vader_single_copy_mechanism none -n 2 \
+  "$prog" stall 600 >"$T/out" 2>"$T/err" &
+pid=$!
+sleep 2
+t0=$(date +%s%N)
+kill -INT $pid
+rc=0
+wait $pid || rc=$?
+secs=$(( ($(date +%s%N) - t0) / 1000000000 ))
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && pass || fail "Ctrl-C: exit status $rc"
+[ "$secs" -lt 20 ] && pass || fail "Ctrl-C: took $secs s"
+sleep 1
+pgrep -f "prog_mpi_faults stall" >/dev/null && fail "Ctrl-C left ranks running" || pass
+echo "ctrl-c ($secs s): all ranks stopped; stderr: $(head -c 200 "$T/err")"
+
+# a world that does not match the layout: refused with one line, printed once, exit 2
+make_text "$T/text.txt"
+$MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
+rc=0
+timeout 60 ${MT_MPIEXEC:-mpiexec} --oversubscribe -n 2 $MT_BIN train --data "$T/data" --layers 2 --heads 2 \
+  --dim 32 --seq-len 32 --batch-size 8 --micro-batch-size 2 --dp 4 >"$T/out" 2>"$T/err" || rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && pass || fail "world mismatch: exit status $rc"
+[ "$(grep -c "but the world has 2" "$T/err")" -eq 1 ] && pass || fail "world mismatch: want the message once: $(head -c 400 "$T/err")"
+echo "world mismatch: $(grep -m1 "world has" "$T/err")"
+
 run 3 trace 60 "$T/trace.json"
 [ "$rc" -eq 0 ] && grep -q "trace ok: 3 rows" "$T/out" && pass || fail "trace: $(cat "$T/err" "$T/out" | head -c 400)"
 finish
