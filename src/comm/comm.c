@@ -341,6 +341,15 @@ static void counts_displs(int64_t n, int N, int *counts, int *displs)
     }
 }
 
+/* counts[0..N) and displacements [N..2N) of the chunks of n elements (owned by the caller) */
+static int *chunk_counts(int64_t n, int N)
+{
+    int *cd = malloc(sizeof(int) * 2 * (size_t)N);
+    MT_ASSERT(cd, "out of memory");
+    counts_displs(n, N, cd, cd + N);
+    return cd;
+}
+
 static float *scratch(MtComm *c, int64_t n)
 {
     if (c->scratch_n < n) {
@@ -396,10 +405,7 @@ void mt_allreduce(MtComm *c, MtGroupKind g, float *buf, int64_t n, int det)
         MT_ASSERT(n <= INT32_MAX, "buffer too large");
         MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->groups[g]);
     } else if (N > 1) {
-        int *cd = malloc(sizeof(int) * 2 * (size_t)N);
-        MT_ASSERT(cd, "out of memory");
-        counts_displs(n, N, cd, cd + N);
-        int me = c->grank[g];
+        int *cd = chunk_counts(n, N), me = c->grank[g];
         float *mine = malloc(sizeof(float) * (size_t)(cd[me] ? cd[me] : 1));
         MT_ASSERT(mine, "out of memory");
         rs_det(c, g, buf, mine, n);
@@ -419,9 +425,7 @@ void mt_reduce_scatter(MtComm *c, MtGroupKind g, const float *in, float *out, in
     } else if (det) {
         rs_det(c, g, in, out, n);
     } else {
-        int *cd = malloc(sizeof(int) * 2 * (size_t)N);
-        MT_ASSERT(cd, "out of memory");
-        counts_displs(n, N, cd, cd + N);
+        int *cd = chunk_counts(n, N);
         MPI_Reduce_scatter(in, out, cd, MPI_FLOAT, MPI_SUM, c->groups[g]);
         free(cd);
     }
@@ -432,10 +436,7 @@ void mt_allgather(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t
 {
     double t = begin(c, g, MT_OP_ALLGATHER, n, -1, 1);
     int N = c->gsize[g];
-    int *cd = malloc(sizeof(int) * 2 * (size_t)N);
-    MT_ASSERT(cd, "out of memory");
-    counts_displs(n, N, cd, cd + N);
-    int me = c->grank[g];
+    int *cd = chunk_counts(n, N), me = c->grank[g];
     if (N == 1)
         memmove(out, in, sizeof(float) * (size_t)n);
     else
@@ -493,11 +494,8 @@ MtRequest *mt_iallreduce(MtComm *c, MtGroupKind g, float *buf, int64_t n)
 MtRequest *mt_ireduce_scatter(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n)
 {
     MtRequest *r = request(c, g, MT_OP_REDUCE_SCATTER, n, -1, 1);
-    int N = c->gsize[g];
-    r->counts = malloc(sizeof(int) * 2 * (size_t)N);
-    MT_ASSERT(r->counts, "out of memory");
-    r->displs = r->counts + N;
-    counts_displs(n, N, r->counts, r->displs);
+    r->counts = chunk_counts(n, c->gsize[g]);
+    r->displs = r->counts + c->gsize[g];
     MPI_Ireduce_scatter(in, out, r->counts, MPI_FLOAT, MPI_SUM, c->groups[g], &r->req);
     return r;
 }
@@ -505,11 +503,8 @@ MtRequest *mt_ireduce_scatter(MtComm *c, MtGroupKind g, const float *in, float *
 MtRequest *mt_iallgather(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n)
 {
     MtRequest *r = request(c, g, MT_OP_ALLGATHER, n, -1, 1);
-    int N = c->gsize[g];
-    r->counts = malloc(sizeof(int) * 2 * (size_t)N);
-    MT_ASSERT(r->counts, "out of memory");
-    r->displs = r->counts + N;
-    counts_displs(n, N, r->counts, r->displs);
+    r->counts = chunk_counts(n, c->gsize[g]);
+    r->displs = r->counts + c->gsize[g];
     MPI_Iallgatherv(in, r->counts[c->grank[g]], MPI_FLOAT, out, r->counts, r->displs, MPI_FLOAT,
                     c->groups[g], &r->req);
     return r;
