@@ -22,6 +22,9 @@ expect_bad_input "missing data directory" $MT_BIN train $m --data "$T/nowhere"
 expect_bad_input "vocab smaller than the data's" $MT_BIN train $ok --vocab 100
 expect_bad_input "micro-batches not splitting over --dp" $MT_BIN train $ok --dp 2
 expect_bad_input "unknown zero stage" $MT_BIN train $ok --zero 5
+expect_bad_input "tp not dividing the heads" $MT_BIN train $ok --tp 3
+expect_bad_input "more stages than layers" $MT_BIN train $ok --pp 3
+expect_bad_input "a degree of zero" $MT_BIN train $ok --dp 0
 expect_bad_input "unknown schedule" $MT_BIN train $ok --schedule zigzag
 expect_bad_input "resume with model flags" $MT_BIN train --data "$T/data" --resume "$T/ckpt" --layers 3
 expect_bad_input "resume from nothing" $MT_BIN train --data "$T/data" --resume "$T/none"
