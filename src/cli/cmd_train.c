@@ -324,6 +324,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
         mt_comm_mesh(comm, &l);
     }
     int root = !comm || mt_comm_rank(comm) == 0;
+    tc.tree_span = tc.batch / tc.micro / (comm ? mt_comm_group_size(comm, MT_GROUP_DP) : 1);
     if (a.trace && !comm)
         printf("meshtrain train: one rank, no communication: --trace %s is not written\n", a.trace);
     int nranks = comm ? mt_comm_size(comm) : 1;

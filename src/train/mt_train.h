@@ -26,6 +26,7 @@ typedef struct {
     int seq;       /* training sequence length, <= cfg.T */
     int threads;
     uint64_t seed;
+    int tree_span;            /* most micro-batches one call sums (a dp rank's share); 0: all */
     int64_t fail_alloc_after; /* tests: > 0 makes that allocation (1-based) fail; 0 never */
 } MtTrainConfig;
 

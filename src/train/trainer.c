@@ -65,7 +65,7 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     tr->v = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, bytes);
     if (!tr->params || !tr->grads || !tr->m || !tr->v)
         goto oom;
-    tr->ntmp = tree_depth(tc->batch / tc->micro);
+    tr->ntmp = tree_depth(tc->tree_span > 0 ? tc->tree_span : tc->batch / tc->micro);
     for (int i = 0; i < tr->ntmp; i++)
         if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, bytes)))
             goto oom;
@@ -143,6 +143,8 @@ float mt_trainer_forward_backward(MtTrainer *tr)
 
 float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi)
 {
+    MT_ASSERT(tree_depth(hi - lo) <= tr->ntmp, "a range of %d micro-batches needs more tree buffers than the "
+              "%d allocated (tree_span)", hi - lo, tr->ntmp);
     return accumulate(tr, lo, hi, tr->grads, 0);
 }
 
