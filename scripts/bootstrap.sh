@@ -6,9 +6,10 @@ cd "$(dirname "$0")/.."
 
 # cmake/gcc: the build; libblis-dev: the BLAS (thread-count-invariant results);
 # libopenblas-dev: the alternative backend and the benchmark's reference; openmpi: the
-# multi-rank layer; fortunes: the English corpus of the main job (a real text that a
+# multi-rank layer (Open MPI's launcher refuses to start without an ssh client, even for
+# local ranks: openssh-client); procps: pgrep for the tests; fortunes: the English corpus of the main job (a real text that a
 # Debian package ships, so nothing is fetched at run time).
-packages=(cmake gcc make libc6-dev libblis-dev libopenblas-dev openmpi-bin libopenmpi-dev fortunes)
+packages=(cmake gcc make libc6-dev libblis-dev libopenblas-dev openmpi-bin libopenmpi-dev openssh-client procps fortunes)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
