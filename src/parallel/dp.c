@@ -1,6 +1,11 @@
 /* dp.c - plain data parallelism (see mt_dp.h). */
 #include "mt_dp.h"
 
+/* Gradients are all-reduced in pieces of at most 8 MiB: Open MPI's bandwidth collapses
+ * above 16 MiB per call on this kind of machine (it maps fresh memory per call).  Each
+ * element's sum is the same whatever the piece, so the result does not change. */
+#define DP_PIECE_FLOATS ((int64_t)2 << 20)
+
 MtStatus mt_dp_check(int dp, int microbatches)
 {
     if (microbatches % dp != 0)
@@ -25,7 +30,10 @@ void mt_dp_step(MtTrainer *tr, MtComm *c, const MtTokens *data, int det, MtStepS
     mt_batch_fill(data, tc->seed, tr->step, lo * tc->micro, (hi - lo) * tc->micro, tc->seq,
                   tr->inputs + off, tr->targets + off);
     float loss = mt_trainer_forward_backward_range(tr, lo, hi);
-    mt_allreduce(c, MT_GROUP_DP, tr->grads, tr->nfloats, det);
+    for (int64_t at = 0; at < tr->nfloats; at += DP_PIECE_FLOATS) {
+        int64_t n = tr->nfloats - at < DP_PIECE_FLOATS ? tr->nfloats - at : DP_PIECE_FLOATS;
+        mt_allreduce(c, MT_GROUP_DP, tr->grads + at, n, det);
+    }
     mt_allreduce(c, MT_GROUP_DP, &loss, 1, det);
     st->loss = loss;
     mt_trainer_update(tr, st);
