@@ -350,8 +350,10 @@ static void test_thread_independence(void)
     free(x); free(w); free(b); free(dy); free(qkv); free(l); free(tg);
 }
 
-/* mt_gemm: same bits with 1 and 2 threads, and a block of rows computed alone equals the
- * same rows of the whole product, for every transpose combination on odd shapes. */
+/* mt_gemm: a call with threads = 0 gives the same bits whether the process runs 1 or 2
+ * threads, and a block of rows computed alone equals the same rows of the whole product; a
+ * call pinned to one thread gives the same bits whatever the process's count.  Every
+ * transpose combination, odd shapes. */
 static void test_gemm_invariance(void)
 {
     int shapes[][3] = {{22, 37, 24}, {24, 72, 22}, {111, 192, 48}, {37, 29, 409}, {300, 257, 64}, {5, 3, 2}};
@@ -359,21 +361,35 @@ static void test_gemm_invariance(void)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
                 int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
-                float *A = malloc(4L * m * k), *B = malloc(4L * k * n), *C1 = malloc(4L * m * n),
-                      *C2 = malloc(4L * m * n), *C3 = malloc(4L * m * n);
+                size_t mn = (size_t)m * n;
+                float *A = malloc(4L * m * k), *B = malloc(4L * k * n), *C[5];
+                for (int i = 0; i < 5; i++)
+                    C[i] = malloc(4 * mn);
                 fill(A, (int64_t)m * k, 1);
                 fill(B, (int64_t)k * n, 1);
                 int lda = ta ? m : k, ldb = tb ? k : n;
-                mt_gemm(ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C1, n, 1);
-                mt_gemm(ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C2, n, 2);
-                CHECK(memcmp(C1, C2, 4L * m * n) == 0, "gemm %dx%dx%d ta%d tb%d: 1 vs 2 threads", m, n, k, ta, tb);
                 int r0 = m / 3, rows = m - r0; /* rows [r0, m) alone: A's rows start at r0 */
                 const float *Ar = ta ? A + r0 : A + (int64_t)r0 * k;
-                mt_gemm(ta, tb, rows, n, k, 1.0f, Ar, lda, B, ldb, 0.0f, C3, n, 2);
-                CHECK(memcmp(C3, C1 + (int64_t)r0 * n, 4L * rows * n) == 0,
+                mt_gemm_setup(1);
+                mt_gemm(ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C[0], n, 0);
+                mt_gemm(ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C[1], n, 1);
+                mt_gemm_setup(2);
+                mt_gemm(ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C[2], n, 0);
+                mt_gemm(ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C[3], n, 1);
+                mt_gemm(ta, tb, rows, n, k, 1.0f, Ar, lda, B, ldb, 0.0f, C[4], n, 0);
+                CHECK(memcmp(C[0], C[2], 4 * mn) == 0, "gemm %dx%dx%d ta%d tb%d: 1 vs 2 process threads", m, n, k, ta, tb);
+                CHECK(memcmp(C[1], C[3], 4 * mn) == 0, "gemm %dx%dx%d ta%d tb%d: pinned call differs", m, n, k, ta, tb);
+                CHECK(memcmp(C[4], C[2] + (int64_t)r0 * n, 4L * rows * n) == 0,
                       "gemm %dx%dx%d ta%d tb%d: row slice differs", m, n, k, ta, tb);
-                free(A); free(B); free(C1); free(C2); free(C3);
+                double e = 0;
+                for (size_t i = 0; i < mn; i++)
+                    e = fmax(e, fabs(C[1][i] - C[0][i]) / (1 + fabs(C[0][i])));
+                CHECK(e < 1e-4, "gemm %dx%dx%d: the two paths disagree by %g", m, n, k, e);
+                free(A); free(B);
+                for (int i = 0; i < 5; i++)
+                    free(C[i]);
             }
+    mt_gemm_setup(2);
 }
 
 int main(void)

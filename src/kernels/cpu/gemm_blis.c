@@ -43,11 +43,16 @@ void mt_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *A, i
 {
     /* BLIS's small-matrix ("sup") path gives different bits for different thread counts
      * on some shapes (measured: 22x37x24 with B transposed); the packed path does not.
-     * So every call runs the packed path, with an explicit thread count. */
+     * So calls that may run on several threads take the packed path.  A call pinned to one
+     * thread (threads == 1, from inside a parallel loop: attention) runs single-threaded
+     * whatever the process's thread count, so its bits are fixed either way, and it may
+     * take sup, whose fixed cost per call is ~1.7 us against ~6.9 us (measured; 4-7% of a
+     * training step, which makes thousands of such calls). */
     rntm_t rntm;
     bli_rntm_init(&rntm);
     bli_rntm_set_num_threads(threads > 0 ? threads : default_threads, &rntm);
-    bli_rntm_disable_l3_sup(&rntm);
+    if (threads != 1)
+        bli_rntm_disable_l3_sup(&rntm);
     bli_sgemm_ex(ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
                  m, n, k, &alpha, (float *)A, lda, 1, (float *)B, ldb, 1, &beta, C, ldc, 1,
                  NULL, &rntm);

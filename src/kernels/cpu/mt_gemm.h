@@ -8,7 +8,10 @@
  * columns, see docs/design.md), or any CBLAS (OpenBLAS).
  *
  * `threads`: 0 = the process-wide count set by mt_gemm_setup(); 1 = single-threaded,
- * for calls made from inside a parallel region.
+ * for calls made from inside a parallel region.  Either way the result does not depend
+ * on the process-wide count: threads = 0 calls take BLIS's packed path (invariant to the
+ * thread count and to row slices), threads = 1 calls are always single-threaded (and may
+ * take BLIS's faster small-matrix path).
  */
 #ifndef MT_GEMM_H
 #define MT_GEMM_H
