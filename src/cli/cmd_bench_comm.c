@@ -11,7 +11,7 @@
 
 int mt_cmd_bench_comm(int argc, char **argv)
 {
-    int ranks = 2, min_kib = 1, max_mib = 64, reps = 3, help;
+    int ranks = 2, min_kib = 1, max_mib = 64, reps = 3, done;
     Flag flags[] = {
         {"ranks", FLAG_INT, &ranks, "ranks (launched through mpirun unless already under MPI)"},
         {"min-kib", FLAG_INT, &min_kib, "smallest buffer, KiB"},
@@ -19,13 +19,10 @@ int mt_cmd_bench_comm(int argc, char **argv)
         {"reps", FLAG_INT, &reps, "rounds per size (calls alternate meshtrain, raw)"},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
-    MtStatus s = mt_flags_parse(flags, n, argc - 2, argv + 2, "bench-comm", &help);
-    if (s != MT_OK)
-        return mt_cli_fail(s);
-    if (help) {
-        mt_flags_usage(flags, n, "bench-comm", "Bus bandwidth of meshtrain's collectives against raw MPI.");
-        return 0;
-    }
+    int rc = mt_cli_parse(flags, n, argc - 2, argv + 2, "bench-comm",
+                          "Bus bandwidth of meshtrain's collectives against raw MPI.", &done);
+    if (done)
+        return rc;
     if (ranks < 1 || ranks > 64 || min_kib < 1 || max_mib < 1 || reps < 1 || (int64_t)min_kib > 1024LL * max_mib)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain bench-comm: need 1 <= --ranks <= 64, --min-kib <= --max-mib, --reps >= 1"));
     if (mt_launch(argc, argv, ranks) != 0)

@@ -35,8 +35,7 @@ int mt_cli_fail(int status)
     return mt_exit_code((MtStatus)status);
 }
 
-static int parse_or_help(Flag *f, int n, int argc, char **argv, const char *cmd, const char *summary,
-                         int *done)
+int mt_cli_parse(Flag *f, int n, int argc, char **argv, const char *cmd, const char *summary, int *done)
 {
     int help;
     *done = 1;
@@ -86,7 +85,7 @@ int mt_cmd_prepare(int argc, char **argv)
         {"force", FLAG_BOOL, &force, "replace existing train.bin / val.bin"},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
-    int rc = parse_or_help(flags, n, argc, argv, "prepare",
+    int rc = mt_cli_parse(flags, n, argc, argv, "prepare",
                            "Tokenize a text file (byte level) into DIR/train.bin and DIR/val.bin.", &done);
     if (done)
         return rc;
@@ -174,7 +173,7 @@ int mt_cmd_eval(int argc, char **argv)
         {"threads", FLAG_INT, &threads, "threads (0: one per core)"},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
-    int rc = parse_or_help(flags, n, argc, argv, "eval",
+    int rc = mt_cli_parse(flags, n, argc, argv, "eval",
                            "Mean next-token cross-entropy over windows i = 0, 1, ... of length T.", &done);
     if (done)
         return rc;
@@ -291,7 +290,7 @@ int mt_cmd_sample(int argc, char **argv)
         {"threads", FLAG_INT, &threads, "threads (0: one per core)"},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
-    int rc = parse_or_help(flags, n, argc, argv, "sample", "Generate text from a checkpoint.", &done);
+    int rc = mt_cli_parse(flags, n, argc, argv, "sample", "Generate text from a checkpoint.", &done);
     if (done)
         return rc;
     if (!ckpt)
@@ -367,7 +366,7 @@ int mt_cmd_bench(int argc, char **argv)
         {"warmup", FLAG_INT, &warmup, "untimed steps first"},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
-    int rc = parse_or_help(flags, n, argc, argv, "bench",
+    int rc = mt_cli_parse(flags, n, argc, argv, "bench",
                            "Time full training steps (forward, backward, AdamW) on random tokens.", &done);
     if (done)
         return rc;

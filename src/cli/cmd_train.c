@@ -222,14 +222,13 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"check-collectives", FLAG_BOOL, &a.check_coll, "verify collective signatures across ranks"},
         {"trace", FLAG_STR, &a.trace, "Chrome trace of the run's communication (one row per rank)"},
     };
-    int nflags = (int)(sizeof flags / sizeof flags[0]), help;
-    MtStatus s = mt_flags_parse(flags, nflags, argc, argv, "train", &help);
-    if (s != MT_OK)
-        return mt_cli_fail(s);
-    if (help) {
-        mt_flags_usage(flags, nflags, "train", "Train a GPT-2 model on a prepared token directory.");
-        return 0;
-    }
+    int nflags = (int)(sizeof flags / sizeof flags[0]);
+    int done;
+    int prc = mt_cli_parse(flags, nflags, argc, argv, "train",
+                           "Train a GPT-2 model on a prepared token directory.", &done);
+    if (done)
+        return prc;
+    MtStatus s;
     /* ---- validation: everything before any large allocation or any file is written ---- */
     if (!a.data)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --data DIR is required"));

@@ -10,7 +10,7 @@
 
 typedef enum { FLAG_INT, FLAG_FLOAT, FLAG_STR, FLAG_BOOL, FLAG_U64 } FlagType;
 
-typedef struct {
+typedef struct Flag {
     const char *name; /* without the leading dashes */
     FlagType type;
     void *dst;        /* int*, float*, const char**, int*, uint64_t* */

@@ -14,6 +14,10 @@ int mt_cmd_bench_comm(int argc, char **argv);
 
 /* Threads, BLAS and kernels set up for this process (threads <= 0: one per core). */
 int mt_cli_setup_threads(int threads);
+/* Parses a subcommand's flags.  *done is set when the command should return at once with
+ * the returned status: a bad flag (its line printed, 2) or --help (usage printed, 0). */
+typedef struct Flag Flag;
+int mt_cli_parse(Flag *f, int n, int argc, char **argv, const char *cmd, const char *summary, int *done);
 /* Prints "meshtrain: <message>" and returns the exit status for s. */
 int mt_cli_fail(int status);
 
