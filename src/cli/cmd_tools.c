@@ -324,7 +324,7 @@ int mt_cmd_sample(int argc, char **argv)
         a.T = w; /* the buffers hold a full context; a shorter window uses their front */
         memset(tr.targets, 0, sizeof(int32_t) * (size_t)w);
         memcpy(tr.inputs, seqbuf + start, sizeof(int32_t) * (size_t)w);
-        mt_model_forward(&tr.tc.cfg, &tr.w, &a, tr.inputs, tr.targets, 0.0f);
+        mt_model_forward(&tr.tc.cfg, &tr.w, &a, tr.inputs, tr.targets, 0.0f, NULL);
         int next = sample_token(a.logits + (int64_t)(w - 1) * V, V, temperature, top_k,
                                 mt_rng_uniform(seed, STREAM_SAMPLE, (uint64_t)i, 0), probs);
         seqbuf[len++] = next;

@@ -44,13 +44,19 @@ static void add(MtParam *t, int *i, int64_t *off, const char *name, int ndim, in
     *off += p->numel;
 }
 
-int64_t mt_param_table(const MtConfig *cfg, MtParam *t)
+int64_t mt_param_table(const MtConfig *cfg, MtParam *t) { return mt_param_table_aligned(cfg, t, 1); }
+
+/* rounds the running offset up to a multiple of align (the end of a unit) */
+static void pad_unit(int64_t *off, int64_t align) { *off = (*off + align - 1) / align * align; }
+
+int64_t mt_param_table_aligned(const MtConfig *cfg, MtParam *t, int64_t align)
 {
     int i = 0;
     int64_t off = 0, C = cfg->C;
     char n[MT_NAME_MAX];
     add(t, &i, &off, "transformer.wte.weight", 2, cfg->V, C, 0, 1, 0);
     add(t, &i, &off, "transformer.wpe.weight", 2, cfg->T, C, 0, 1, 0);
+    pad_unit(&off, align);
     for (int l = 0; l < cfg->L; l++) {
 #define P(suffix, nd, d0, d1, dec, res)                                  \
     snprintf(n, sizeof n, "transformer.h.%d.%s", l, suffix);            \
@@ -68,10 +74,24 @@ int64_t mt_param_table(const MtConfig *cfg, MtParam *t)
         P("mlp.c_proj.weight", 2, 4 * C, C, 1, 1);
         P("mlp.c_proj.bias", 1, C, 0, 0, 0);
 #undef P
+        pad_unit(&off, align);
     }
     add(t, &i, &off, "transformer.ln_f.weight", 1, C, 0, cfg->L + 1, 0, 0);
     add(t, &i, &off, "transformer.ln_f.bias", 1, C, 0, cfg->L + 1, 0, 0);
+    pad_unit(&off, align);
     return off;
+}
+
+void mt_unit_span(const MtParam *t, int nparams, int unit, int64_t *start, int64_t *end)
+{
+    *start = -1;
+    *end = -1;
+    for (int p = 0; p < nparams; p++)
+        if (t[p].unit == unit) {
+            if (*start < 0)
+                *start = t[p].offset;
+            *end = t[p].offset + t[p].numel;
+        }
 }
 
 void mt_weights_view(const MtConfig *cfg, const MtParam *t, float *base, MtWeights *w)
@@ -88,6 +108,29 @@ void mt_weights_view(const MtConfig *cfg, const MtParam *t, float *base, MtWeigh
     }
     w->lnfw = base + t[i++].offset;
     w->lnfb = base + t[i++].offset;
+}
+
+void mt_weights_view_unit(const MtConfig *cfg, const MtParam *t, int nparams, int unit, float *base,
+                          MtWeights *w)
+{
+    int64_t start, end;
+    mt_unit_span(t, nparams, unit, &start, &end);
+#define AT(i) (base + (t[i].offset - start))
+    if (unit == 0) {
+        w->wte = AT(0);
+        w->wpe = AT(1);
+    } else if (unit <= cfg->L) {
+        int i = 2 + 12 * (unit - 1);
+        MtBlockWeights *h = &w->h[unit - 1];
+        float **slots[12] = {&h->ln1w, &h->ln1b, &h->qkvw, &h->qkvb, &h->attprojw, &h->attprojb,
+                             &h->ln2w, &h->ln2b, &h->fcw, &h->fcb, &h->fcprojw, &h->fcprojb};
+        for (int k = 0; k < 12; k++)
+            *slots[k] = AT(i + k);
+    } else {
+        w->lnfw = AT(2 + 12 * cfg->L);
+        w->lnfb = AT(3 + 12 * cfg->L);
+    }
+#undef AT
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -238,33 +281,59 @@ static void block_backward(const MtConfig *cfg, const MtBlockWeights *w, const M
                           a->ln1_rstd[l], N, C);
 }
 
-double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,
-                        const int32_t *targets, float dscale)
+static void hook(const MtUnitHooks *h, MtUnitEvent ev, int unit)
 {
-    int B = a->B, T = a->T, C = cfg->C, N = B * T;
+    if (h && h->fn)
+        h->fn(h->ctx, ev, unit);
+}
+
+double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,
+                        const int32_t *targets, float dscale, const MtUnitHooks *h)
+{
+    int B = a->B, T = a->T, C = cfg->C, N = B * T, L = cfg->L;
+    hook(h, MT_PARAMS_NEED, 0); /* kept until the tied head has run */
     mt_encoder_forward(a->encoded, tokens, w->wte, w->wpe, B, T, C);
     const float *x = a->encoded;
-    for (int l = 0; l < cfg->L; l++) {
+    for (int l = 0; l < L; l++) {
+        hook(h, MT_PARAMS_NEED, l + 1);
         block_forward(cfg, &w->h[l], a, l, x);
+        hook(h, MT_PARAMS_DONE, l + 1);
         x = a->res3[l];
     }
+    hook(h, MT_PARAMS_NEED, L + 1);
     mt_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, N, C);
     /* logits (N,V) = lnf @ wte^T (tied head) */
     mt_gemm(0, 1, N, cfg->V, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, cfg->V, 0);
-    return mt_crossentropy_fused(a->logits, a->losses, targets, N, cfg->V, dscale);
+    double loss = mt_crossentropy_fused(a->logits, a->losses, targets, N, cfg->V, dscale);
+    if (dscale == 0.0f) { /* no backward follows */
+        hook(h, MT_PARAMS_DONE, L + 1);
+        hook(h, MT_PARAMS_DONE, 0);
+    }
+    return loss;
 }
 
 void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a,
-                       const int32_t *tokens)
+                       const int32_t *tokens, const MtUnitHooks *h)
 {
     int B = a->B, T = a->T, C = cfg->C, N = B * T, L = cfg->L;
+    hook(h, MT_GRADS_NEED, L + 1);
+    hook(h, MT_GRADS_NEED, 0);
     /* head: dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte */
     mt_gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
     mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
     memset(a->dres, 0, sizeof(float) * (size_t)N * C);
     mt_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, L > 0 ? a->res3[L - 1] : a->encoded,
                           w->lnfw, a->lnf_mean, a->lnf_rstd, N, C);
-    for (int l = L - 1; l >= 0; l--)
+    hook(h, MT_PARAMS_DONE, 0); /* the encoder's backward needs no parameters */
+    hook(h, MT_PARAMS_DONE, L + 1);
+    hook(h, MT_GRADS_DONE, L + 1);
+    for (int l = L - 1; l >= 0; l--) {
+        hook(h, MT_PARAMS_NEED, l + 1);
+        hook(h, MT_GRADS_NEED, l + 1);
         block_backward(cfg, &w->h[l], &g->h[l], a, l, l > 0 ? a->res3[l - 1] : a->encoded);
+        hook(h, MT_PARAMS_DONE, l + 1);
+        hook(h, MT_GRADS_DONE, l + 1);
+    }
     mt_encoder_backward(g->wte, g->wpe, a->dres, tokens, B, T, C);
+    hook(h, MT_GRADS_DONE, 0);
 }

@@ -63,8 +63,17 @@ MtStatus mt_config_check(const MtConfig *cfg);
 int mt_param_count(const MtConfig *cfg);
 /* Fills table[0 .. mt_param_count) in flat order; returns the total number of floats. */
 int64_t mt_param_table(const MtConfig *cfg, MtParam *table);
+/* The same with each unit's span padded with zeros to a multiple of align floats (sharded
+ * data parallelism cuts every unit into equal chunks); align 1 is mt_param_table. */
+int64_t mt_param_table_aligned(const MtConfig *cfg, MtParam *table, int64_t align);
+/* Flat range [start, end) of a unit's tensors (padding excluded). */
+void mt_unit_span(const MtParam *table, int nparams, int unit, int64_t *start, int64_t *end);
 /* Named views into a flat array laid out like the table. */
 void mt_weights_view(const MtConfig *cfg, const MtParam *table, float *base, MtWeights *w);
+/* Points the views of one unit's tensors at base, which holds that unit laid out as in the
+ * flat array from the unit's first tensor on (a gathered unit, a unit's gradient buffer). */
+void mt_weights_view_unit(const MtConfig *cfg, const MtParam *table, int nparams, int unit, float *base,
+                          MtWeights *w);
 /* GPT-2 initialisation of elements [begin, end) of parameter p, written to dst[0 .. end-begin):
  * weights ~ N(0, 0.02) (residual projections 0.02/sqrt(2L)), biases 0, LayerNorm weights 1.
  * A pure function of (seed, p->name, element index). */
@@ -98,14 +107,31 @@ void mt_acts_free(MtActs *a, MtMem *mem);
 /* Floats that mt_acts_alloc takes (pure; used by memory formulas). */
 int64_t mt_acts_floats(const MtConfig *cfg, int B, int T, int threads);
 
+/* Unit events of a forward and backward pass, in the order they happen, for the techniques
+ * that move a unit's parameters or gradients (FSDP gathers, gradient buckets):
+ *   forward:  PARAMS_NEED 0, then per block l: PARAMS_NEED l, PARAMS_DONE l; PARAMS_NEED L+1
+ *             (the tied head uses unit 0, still held); without a backward (dscale 0) then
+ *             PARAMS_DONE L+1, PARAMS_DONE 0.
+ *   backward: GRADS_NEED L+1, GRADS_NEED 0, head; PARAMS_DONE 0, PARAMS_DONE L+1,
+ *             GRADS_DONE L+1; per block l = L..1: PARAMS_NEED l, GRADS_NEED l, PARAMS_DONE l,
+ *             GRADS_DONE l; encoder; GRADS_DONE 0.
+ * After GRADS_DONE u the micro-batch's gradient of unit u is final.  A hook may re-point
+ * the unit's views in the MtWeights the pass reads (mt_weights_view_unit). */
+typedef enum { MT_PARAMS_NEED, MT_PARAMS_DONE, MT_GRADS_NEED, MT_GRADS_DONE } MtUnitEvent;
+
+typedef struct {
+    void (*fn)(void *ctx, MtUnitEvent ev, int unit);
+    void *ctx;
+} MtUnitHooks;
+
 /* Forward of one micro-batch: tokens and targets (B*T each).  If dscale != 0 the logits
  * are replaced by the loss gradient scaled by dscale (= 1 / tokens in the step).
  * Returns the sum of the token losses (double, row order). */
 double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,
-                        const int32_t *targets, float dscale);
+                        const int32_t *targets, float dscale, const MtUnitHooks *h);
 /* Backward of the micro-batch whose forward ran with dscale != 0: parameter gradients
  * accumulate (+=) into g. */
 void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a,
-                       const int32_t *tokens);
+                       const int32_t *tokens, const MtUnitHooks *h);
 
 #endif

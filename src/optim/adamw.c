@@ -18,27 +18,37 @@ float mt_lr_at(const MtOptimConfig *oc, int step)
     return min_lr + 0.5f * (oc->lr - min_lr) * (float)(1.0 + cos(M_PI * frac));
 }
 
+void mt_block_sumsq(const float *x, int64_t n, double *out)
+{
+    int64_t nb = (n + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
+#pragma omp parallel for schedule(static) if (nb > 4)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * MT_NORM_BLOCK, hi = lo + MT_NORM_BLOCK < n ? lo + MT_NORM_BLOCK : n;
+        double s = 0.0;
+        for (int64_t i = lo; i < hi; i++)
+            s += (double)x[i] * x[i];
+        out[b] = s;
+    }
+}
+
 double mt_grad_sumsq(const MtParam *table, int nparams, const float *g)
 {
+    int nunits = table[nparams - 1].unit + 1;
     int64_t maxnb = 1;
-    for (int p = 0; p < nparams; p++) {
-        int64_t nb = (table[p].numel + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
+    for (int u = 0; u < nunits; u++) {
+        int64_t lo, hi;
+        mt_unit_span(table, nparams, u, &lo, &hi);
+        int64_t nb = (hi - lo + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
         maxnb = nb > maxnb ? nb : maxnb;
     }
     double *partial = malloc(sizeof(double) * (size_t)maxnb); /* small: one double per block */
     MT_ASSERT(partial, "out of memory for %lld block sums", (long long)maxnb);
     double total = 0.0;
-    for (int p = 0; p < nparams; p++) {
-        const float *x = g + table[p].offset;
-        int64_t n = table[p].numel, nb = (n + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
-#pragma omp parallel for schedule(static) if (nb > 4)
-        for (int64_t b = 0; b < nb; b++) {
-            int64_t lo = b * MT_NORM_BLOCK, hi = lo + MT_NORM_BLOCK < n ? lo + MT_NORM_BLOCK : n;
-            double s = 0.0;
-            for (int64_t i = lo; i < hi; i++)
-                s += (double)x[i] * x[i];
-            partial[b] = s;
-        }
+    for (int u = 0; u < nunits; u++) {
+        int64_t lo, hi;
+        mt_unit_span(table, nparams, u, &lo, &hi);
+        int64_t nb = (hi - lo + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
+        mt_block_sumsq(g + lo, hi - lo, partial);
         for (int64_t b = 0; b < nb; b++)
             total += partial[b];
     }
@@ -59,14 +69,18 @@ void mt_grad_clip(float *g, int64_t n, float clip, double norm)
         g[i] *= c;
 }
 
-void mt_adamw_step(const MtParam *table, int nparams, float *params, const float *grads, float *m,
-                   float *v, const MtOptimConfig *oc, float lr, int t)
+void mt_adamw_range(const MtParam *table, int nparams, int64_t lo, int64_t hi, float *params,
+                    const float *grads, float *m, float *v, const MtOptimConfig *oc, float lr, int t)
 {
     float b1 = oc->beta1, b2 = oc->beta2, eps = oc->eps;
     float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
     float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2);
     for (int p = 0; p < nparams; p++) {
-        int64_t off = table[p].offset, n = table[p].numel;
+        int64_t a = table[p].offset > lo ? table[p].offset : lo;
+        int64_t b = table[p].offset + table[p].numel < hi ? table[p].offset + table[p].numel : hi;
+        if (a >= b)
+            continue;
+        int64_t off = a - lo, n = b - a;
         float decay = table[p].decay ? 1.0f - lr * oc->weight_decay : 1.0f;
         float *x = params + off, *mp = m + off, *vp = v + off;
         const float *gp = grads + off;
@@ -81,4 +95,11 @@ void mt_adamw_step(const MtParam *table, int nparams, float *params, const float
             x[i] = x[i] * decay - step_size * mi / denom;
         }
     }
+}
+
+void mt_adamw_step(const MtParam *table, int nparams, float *params, const float *grads, float *m,
+                   float *v, const MtOptimConfig *oc, float lr, int t)
+{
+    const MtParam *last = &table[nparams - 1];
+    mt_adamw_range(table, nparams, 0, last->offset + last->numel, params, grads, m, v, oc, lr, t);
 }

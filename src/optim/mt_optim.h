@@ -3,9 +3,12 @@
  * All three work on flat arrays laid out like the parameter table, so that a rank
  * holding a shard of the parameters (ZeRO) runs the same code on its shard.
  *
- * The gradient norm is summed in a fixed order: each tensor in blocks of
- * MT_NORM_BLOCK elements (each block summed in double, in element order), the blocks
- * in order, the tensors in table order.  The thread count does not change it.
+ * The gradient norm is summed in a fixed order: each unit (mt_model.h) in blocks of
+ * MT_NORM_BLOCK elements from the unit's first element (each block summed in double, in
+ * element order), the blocks in order, the units in order.  The thread count does not
+ * change it, and neither does sharding: a data-parallel rank that holds whole blocks of
+ * every unit (mt_shard.h) computes its block sums, and the ranks' sums are added in the
+ * same order, so every layout gets the same bits.
  */
 #ifndef MT_OPTIM_H
 #define MT_OPTIM_H
@@ -14,7 +17,7 @@
 
 #include "mt_model.h"
 
-#define MT_NORM_BLOCK 4096
+#define MT_NORM_BLOCK 512
 
 typedef struct {
     float lr;           /* peak learning rate */
@@ -31,6 +34,8 @@ float mt_lr_at(const MtOptimConfig *oc, int step);
 
 /* Sum of squares of g over the table (fixed order, double). */
 double mt_grad_sumsq(const MtParam *table, int nparams, const float *g);
+/* Sums of squares of the ceil(n / MT_NORM_BLOCK) blocks of x, each in element order. */
+void mt_block_sumsq(const float *x, int64_t n, double *out);
 
 /* Scales g by min(1, clip / (norm + 1e-6)) (PyTorch's clip_grad_norm_). */
 void mt_grad_clip(float *g, int64_t n, float clip, double norm);
@@ -39,5 +44,9 @@ void mt_grad_clip(float *g, int64_t n, float clip, double norm);
  * element i belongs to the table; t is the 1-based step count for bias correction. */
 void mt_adamw_step(const MtParam *table, int nparams, float *params, const float *grads, float *m,
                    float *v, const MtOptimConfig *oc, float lr, int t);
+/* The same on the flat range [lo, hi) only, held in arrays whose element 0 is flat element
+ * lo (a shard); elements of the range that belong to no tensor (padding) are left alone. */
+void mt_adamw_range(const MtParam *table, int nparams, int64_t lo, int64_t hi, float *params,
+                    const float *grads, float *m, float *v, const MtOptimConfig *oc, float lr, int t);
 
 #endif

@@ -27,6 +27,11 @@ typedef struct {
     int threads;
     uint64_t seed;
     int tree_span;            /* most micro-batches one call sums (a dp rank's share); 0: all */
+    int64_t unit_align;       /* units padded to a multiple of this (mt_param_table_aligned); 0: 1 */
+    /* Sharded data parallelism: floats allocated for the parameters, the gradient (and each
+     * tree buffer) and each AdamW moment; 0 means the whole flat array.  With a sharded
+     * parameter array the trainer initialises nothing (the technique initialises its shard). */
+    int64_t params_len, grads_len, optim_len;
     int64_t fail_alloc_after; /* tests: > 0 makes that allocation (1-based) fail; 0 never */
 } MtTrainConfig;
 
@@ -44,6 +49,11 @@ typedef struct {
     MtWeights w;
     MtActs acts;
     int32_t *inputs, *targets;     /* one global batch (batch x seq each) */
+    int64_t unit_lo[MT_MAX_LAYERS + 2], unit_hi[MT_MAX_LAYERS + 2]; /* padded unit spans */
+    int nunits;
+    MtUnitHooks hooks;             /* seen by forward passes, and by the last leaf's backward */
+    float *spine_dst[MT_MAX_TREE], *spine_src[MT_MAX_TREE]; /* the last leaf's pending sums */
+    int nspine;
     int64_t step;                  /* steps completed */
 } MtTrainer;
 
@@ -59,11 +69,17 @@ void mt_trainer_free(MtTrainer *tr);
  * in the canonical order.  Returns the loss. */
 float mt_trainer_forward_backward(MtTrainer *tr);
 /* The same over micro-batches [lo, hi) only: the subtree S(lo, hi) (a data-parallel rank's
- * share); loss and gradient still divided by the tokens of the whole step. */
+ * share); loss and gradient still divided by the tokens of the whole step.
+ * With tr->hooks set, the backward of the range's last micro-batch reports each unit's
+ * GRADS_DONE after that unit's sums up the tree's right spine are done: from then on the
+ * unit's span of tr->grads holds its final S(lo, hi) (gradient buckets start there). */
 float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi);
 /* Gradient (into gbuf, overwritten) and loss of micro-batch k alone, both divided by the
  * tokens of the whole step: the leaves of the tree. */
 float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf);
+/* The same into gradient views g (which the caller zeroed, and hooks may re-point), with
+ * the unit hooks h seeing the forward and backward. */
+float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, const MtUnitHooks *h);
 /* Clip, AdamW, step += 1. */
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st);
 /* Fetches the step's batch from data and runs forward_backward + update. */

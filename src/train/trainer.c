@@ -33,6 +33,12 @@ static MtStatus check(const MtTrainConfig *tc)
     return MT_OK;
 }
 
+/* bytes of one flat array of len floats (0: the whole table) */
+static size_t param_bytes(const MtTrainer *tr, int64_t len)
+{
+    return sizeof(float) * (size_t)(len > 0 ? len : tr->nfloats);
+}
+
 static int tree_depth(int M)
 {
     int d = 0;
@@ -57,23 +63,31 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     tr->targets = malloc(sizeof(int32_t) * (size_t)gb);
     if (!tr->table || !tr->inputs || !tr->targets)
         goto oom;
-    tr->nfloats = mt_param_table(cfg, tr->table);
-    size_t bytes = sizeof(float) * (size_t)tr->nfloats;
-    tr->params = mt_mem_alloc(&tr->mem, MT_MEM_PARAMS, bytes);
-    tr->grads = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, bytes);
-    tr->m = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, bytes);
-    tr->v = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, bytes);
+    tr->nfloats = mt_param_table_aligned(cfg, tr->table, tc->unit_align > 0 ? tc->unit_align : 1);
+    tr->nunits = cfg->L + 2;
+    for (int u = 0; u < tr->nunits; u++) {
+        int64_t end;
+        mt_unit_span(tr->table, tr->nparams, u, &tr->unit_lo[u], &end);
+    }
+    for (int u = 0; u < tr->nunits; u++)
+        tr->unit_hi[u] = u + 1 < tr->nunits ? tr->unit_lo[u + 1] : tr->nfloats;
+    tr->params = mt_mem_alloc(&tr->mem, MT_MEM_PARAMS, param_bytes(tr, tc->params_len));
+    tr->grads = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, param_bytes(tr, tc->grads_len));
+    tr->m = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, param_bytes(tr, tc->optim_len));
+    tr->v = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, param_bytes(tr, tc->optim_len));
     if (!tr->params || !tr->grads || !tr->m || !tr->v)
         goto oom;
     tr->ntmp = tree_depth(tc->tree_span > 0 ? tc->tree_span : tc->batch / tc->micro);
     for (int i = 0; i < tr->ntmp; i++)
-        if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, bytes)))
+        if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, param_bytes(tr, tc->grads_len))))
             goto oom;
     MtStatus s = mt_acts_alloc(&tr->acts, &tr->mem, cfg, tc->micro, tc->seq, tc->threads);
     if (s != MT_OK) {
         mt_trainer_free(tr);
         return s;
     }
+    if (tc->params_len > 0)
+        return MT_OK; /* sharded: views and values are the technique's */
     mt_weights_view(cfg, tr->table, tr->params, &tr->w);
     for (int p = 0; p < tr->nparams; p++) {
         const MtParam *pp = &tr->table[p];
@@ -88,16 +102,16 @@ oom:
 
 void mt_trainer_free(MtTrainer *tr)
 {
-    size_t bytes = sizeof(float) * (size_t)tr->nfloats;
+    const MtTrainConfig *tc = &tr->tc;
     mt_acts_free(&tr->acts, &tr->mem);
     for (int i = 0; i < tr->ntmp; i++) {
-        mt_mem_free(&tr->mem, MT_MEM_GRADS, tr->gtmp[i], bytes);
+        mt_mem_free(&tr->mem, MT_MEM_GRADS, tr->gtmp[i], param_bytes(tr, tc->grads_len));
         tr->gtmp[i] = NULL;
     }
-    mt_mem_free(&tr->mem, MT_MEM_PARAMS, tr->params, bytes);
-    mt_mem_free(&tr->mem, MT_MEM_GRADS, tr->grads, bytes);
-    mt_mem_free(&tr->mem, MT_MEM_OPTIM, tr->m, bytes);
-    mt_mem_free(&tr->mem, MT_MEM_OPTIM, tr->v, bytes);
+    mt_mem_free(&tr->mem, MT_MEM_PARAMS, tr->params, param_bytes(tr, tc->params_len));
+    mt_mem_free(&tr->mem, MT_MEM_GRADS, tr->grads, param_bytes(tr, tc->grads_len));
+    mt_mem_free(&tr->mem, MT_MEM_OPTIM, tr->m, param_bytes(tr, tc->optim_len));
+    mt_mem_free(&tr->mem, MT_MEM_OPTIM, tr->v, param_bytes(tr, tc->optim_len));
     tr->params = tr->grads = tr->m = tr->v = NULL;
     free(tr->table);
     free(tr->inputs);
@@ -106,46 +120,79 @@ void mt_trainer_free(MtTrainer *tr)
     tr->inputs = tr->targets = NULL;
 }
 
-float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf)
+float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, const MtUnitHooks *h)
 {
     const MtTrainConfig *tc = &tr->tc;
     int64_t off = (int64_t)k * tc->micro * tc->seq;
     double step_tokens = (double)tc->batch * tc->seq;
-    MtWeights g;
-    memset(gbuf, 0, sizeof(float) * (size_t)tr->nfloats);
-    mt_weights_view(&tc->cfg, tr->table, gbuf, &g);
     double sum = mt_model_forward(&tc->cfg, &tr->w, &tr->acts, tr->inputs + off, tr->targets + off,
-                                  (float)(1.0 / step_tokens));
-    mt_model_backward(&tc->cfg, &tr->w, &g, &tr->acts, tr->inputs + off);
+                                  (float)(1.0 / step_tokens), h);
+    mt_model_backward(&tc->cfg, &tr->w, g, &tr->acts, tr->inputs + off, h);
     return (float)(sum / step_tokens);
 }
 
-/* S(lo, hi) of the header comment, written into gbuf; returns the loss of the subtree. */
-static float accumulate(MtTrainer *tr, int lo, int hi, float *gbuf, int depth)
+float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf)
 {
-    int64_t n = tr->nfloats;
-    if (hi - lo == 1)
-        return mt_trainer_micro_grad(tr, lo, gbuf);
-    int mid = lo + (hi - lo) / 2;
-    float left = accumulate(tr, lo, mid, gbuf, depth + 1);
-    float *right_buf = tr->gtmp[depth];
-    float right = accumulate(tr, mid, hi, right_buf, depth + 1);
+    MtWeights g;
+    memset(gbuf, 0, sizeof(float) * (size_t)tr->nfloats);
+    mt_weights_view(&tr->tc.cfg, tr->table, gbuf, &g);
+    return mt_trainer_micro_grad_views(tr, k, &g, NULL);
+}
+
+static void add_span(float *dst, const float *src, int64_t lo, int64_t hi)
+{
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++)
-        gbuf[i] += right_buf[i];
+    for (int64_t i = lo; i < hi; i++)
+        dst[i] += src[i];
+}
+
+/* The last leaf's hook: a unit's gradient is final for this micro-batch; finish its sums up
+ * the right spine (deepest first, as the recursion would), then tell the technique. */
+static void spine_hook(void *ctx, MtUnitEvent ev, int unit)
+{
+    MtTrainer *tr = ctx;
+    if (ev == MT_GRADS_DONE)
+        for (int d = tr->nspine - 1; d >= 0; d--)
+            add_span(tr->spine_dst[d], tr->spine_src[d], tr->unit_lo[unit], tr->unit_hi[unit]);
+    tr->hooks.fn(tr->hooks.ctx, ev, unit);
+}
+
+/* S(lo, hi) of the header comment, written into gbuf; returns the loss of the subtree.
+ * spine: this call is on the right spine of the whole range (its last leaf is the range's). */
+static float accumulate(MtTrainer *tr, int lo, int hi, float *gbuf, int depth, int spine)
+{
+    int hooked = spine && tr->hooks.fn;
+    if (hi - lo == 1) {
+        if (!hooked)
+            return mt_trainer_micro_grad(tr, lo, gbuf);
+        MtWeights g;
+        MtUnitHooks h = {spine_hook, tr};
+        memset(gbuf, 0, sizeof(float) * (size_t)tr->nfloats);
+        mt_weights_view(&tr->tc.cfg, tr->table, gbuf, &g);
+        tr->nspine = depth;
+        return mt_trainer_micro_grad_views(tr, lo, &g, &h);
+    }
+    int mid = lo + (hi - lo) / 2;
+    float left = accumulate(tr, lo, mid, gbuf, depth + 1, 0);
+    float *right_buf = tr->gtmp[depth];
+    tr->spine_dst[depth] = gbuf;
+    tr->spine_src[depth] = right_buf;
+    float right = accumulate(tr, mid, hi, right_buf, depth + 1, spine);
+    if (!hooked) /* else done unit by unit by spine_hook */
+        add_span(gbuf, right_buf, 0, tr->nfloats);
     return left + right;
 }
 
 float mt_trainer_forward_backward(MtTrainer *tr)
 {
-    return accumulate(tr, 0, tr->tc.batch / tr->tc.micro, tr->grads, 0);
+    return accumulate(tr, 0, tr->tc.batch / tr->tc.micro, tr->grads, 0, 1);
 }
 
 float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi)
 {
     MT_ASSERT(tree_depth(hi - lo) <= tr->ntmp, "a range of %d micro-batches needs more tree buffers than the "
               "%d allocated (tree_span)", hi - lo, tr->ntmp);
-    return accumulate(tr, lo, hi, tr->grads, 0);
+    return accumulate(tr, lo, hi, tr->grads, 0, 1);
 }
 
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st)
@@ -184,7 +231,7 @@ double mt_trainer_eval(MtTrainer *tr, const MtTokens *data, int64_t nwin)
         }
         MtActs a = tr->acts; /* same buffers, fewer rows */
         a.B = b;
-        total += mt_model_forward(&tc->cfg, &tr->w, &a, tr->inputs, tr->targets, 0.0f);
+        total += mt_model_forward(&tc->cfg, &tr->w, &a, tr->inputs, tr->targets, 0.0f, &tr->hooks);
         done += b;
     }
     return nwin > 0 ? total / ((double)nwin * T) : 0.0;
