@@ -141,10 +141,36 @@ static void test_group(MtGroupKind g, const MtLayout *l, int64_t n)
         CHECK(bad == 0, "isend/irecv ring on %s: %d wrong", mt_group_name(g), bad);
     }
 
+    /* non-blocking fixed-order forms, finished by polling: bits of the serial tree */
+    {
+        float *v = malloc(sizeof(float) * (size_t)(N > 0 ? N : 1));
+        for (int64_t i = 0; i < n; i++) buf[i] = noisy(me, i);
+        before = mt_comm_bytes(C, g, MT_OP_ALLREDUCE);
+        MtRequest *q = mt_iallreduce(C, g, buf, n, 1);
+        while (!mt_test(C, q)) {}
+        bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            for (int k = 0; k < N; k++) v[k] = noisy(members[k], i);
+            bad += buf[i] != tree(v, 0, N);
+        }
+        CHECK(bad == 0, "deterministic iallreduce on %s: %d differ from the tree", mt_group_name(g), bad);
+        expect_bytes(g, MT_OP_ALLREDUCE, before, n, 0, "deterministic iallreduce");
+        for (int64_t i = 0; i < n; i++) buf[i] = noisy(me, i);
+        q = mt_ireduce_scatter(C, g, buf, out, n, 1);
+        mt_wait(C, q);
+        bad = 0;
+        for (int64_t i = lo; i < hi; i++) {
+            for (int k = 0; k < N; k++) v[k] = noisy(members[k], i);
+            bad += out[i - lo] != tree(v, 0, N);
+        }
+        CHECK(bad == 0, "deterministic ireduce_scatter on %s: %d differ from the tree", mt_group_name(g), bad);
+        free(v);
+    }
+
     /* non-blocking collectives */
     for (int64_t i = 0; i < n; i++) buf[i] = exact(me, i);
     before = mt_comm_bytes(C, g, MT_OP_ALLREDUCE);
-    MtRequest *r = mt_iallreduce(C, g, buf, n);
+    MtRequest *r = mt_iallreduce(C, g, buf, n, 0);
     mt_wait(C, r);
     bad = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -155,7 +181,7 @@ static void test_group(MtGroupKind g, const MtLayout *l, int64_t n)
     CHECK(bad == 0, "iallreduce on %s: %d wrong", mt_group_name(g), bad);
     expect_bytes(g, MT_OP_ALLREDUCE, before, n, 0, "iallreduce");
     for (int64_t i = 0; i < n; i++) buf[i] = exact(me, i);
-    r = mt_ireduce_scatter(C, g, buf, out, n);
+    r = mt_ireduce_scatter(C, g, buf, out, n, 0);
     mt_wait(C, r);
     bad = 0;
     for (int64_t i = lo; i < hi; i++) {

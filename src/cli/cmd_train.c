@@ -24,12 +24,12 @@ typedef struct {
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
     int dp, tp, pp, zero, microbatches, vstages, seqpar, recompute, deterministic, check_coll, fast_comm;
-    float comm_timeout;
+    float comm_timeout, bucket_mb;
     const char *schedule;
     uint64_t seed;
 } TrainArgs;
 
-/* What this build can run: data parallelism (--dp) in its plain form.  The degrees, ZeRO
+/* What this build can run: the data-parallel family (--dp, --zero 0-3).  The degrees, ZeRO
  * stage and schedule are checked against the model by mt_layout_check (mt_mesh.h). */
 static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
 {
@@ -41,9 +41,8 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
     if (a->tp > 1 || a->pp > 1)
         return mt_error(MT_EINPUT, "meshtrain train: --tp %d --pp %d: tensor and pipeline parallelism are not "
                         "built yet (this build trains with --dp only)", a->tp, a->pp);
-    if (a->zero != 0)
-        return mt_error(MT_EINPUT, "meshtrain train: --zero %d: ZeRO and FSDP are not built yet (plain --dp only)",
-                        a->zero);
+    if (!(a->bucket_mb >= 0.0f && a->bucket_mb <= 4096.0f))
+        return mt_error(MT_EINPUT, "meshtrain train: --bucket-mb %g must be between 0 and 4096", a->bucket_mb);
     if (a->seqpar)
         return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel needs --tp > 1");
     if (a->recompute)
@@ -92,9 +91,9 @@ static void fmt_eta(char *out, size_t n, double sec)
 
 /* Per-rank figures of one step, gathered on rank 0: mem (params, grads, optimizer,
  * activations, peak) and the bytes sent per group (dp, tp, pp). */
-#define RANK_FIELDS 8
+#define RANK_FIELDS 9
 
-static void rank_fields(const MtTrainer *tr, const MtComm *c, int64_t *f)
+static void rank_fields(const MtTrainer *tr, const MtComm *c, const MtDp *dp, int64_t *f)
 {
     const MtMem *m = &tr->mem;
     f[0] = m->peak[MT_MEM_PARAMS];
@@ -105,6 +104,7 @@ static void rank_fields(const MtTrainer *tr, const MtComm *c, int64_t *f)
     f[5] = c ? mt_comm_group_bytes(c, MT_GROUP_DP) : 0;
     f[6] = c ? mt_comm_group_bytes(c, MT_GROUP_TP) : 0;
     f[7] = c ? mt_comm_group_bytes(c, MT_GROUP_PP) : 0;
+    f[8] = dp ? (int64_t)(dp->comm_s * 1e6) : 0; /* microseconds */
 }
 
 static void log_json(FILE *f, const MtTrainer *tr, const MtStepStats *st, double ms, double tps,
@@ -125,8 +125,8 @@ static void log_json(FILE *f, const MtTrainer *tr, const MtStepStats *st, double
     fprintf(f, "], \"comm\": [");
     for (int r = 0; r < nranks; r++) {
         const int64_t *x = ranks + r * RANK_FIELDS;
-        fprintf(f, "%s{\"dp\": %lld, \"tp\": %lld, \"pp\": %lld}", r ? ", " : "", (long long)x[5],
-                (long long)x[6], (long long)x[7]);
+        fprintf(f, "%s{\"dp\": %lld, \"tp\": %lld, \"pp\": %lld, \"exposed_ms\": %.3f}", r ? ", " : "",
+                (long long)x[5], (long long)x[6], (long long)x[7], x[8] / 1e3);
     }
     fprintf(f, "]}\n");
     fflush(f);
@@ -141,6 +141,30 @@ static MtStatus load_data(const char *dir, const char *name, int required, MtTok
         return MT_OK;
     }
     return mt_tokens_read(path, t);
+}
+
+/* Saves a checkpoint; with sharded state every rank first gathers the whole arrays
+ * (collective), then rank 0 writes.  Returns 0 or the exit status. */
+static int save(MtTrainer *tr, MtDp *dp, const char *dir, int root)
+{
+    const MtTrainConfig *tc = &tr->tc;
+    float *P = tr->params, *M = tr->m, *V = tr->v, *full = NULL;
+    if (dp && dp->o.zero > 0) {
+        full = malloc(3 * sizeof(float) * (size_t)tr->nfloats);
+        MT_ASSERT(full, "no memory to gather the checkpoint");
+        P = full;
+        M = full + tr->nfloats;
+        V = full + 2 * tr->nfloats;
+        mt_dp_gather_state(dp, P, M, V);
+    }
+    MtStatus s = MT_OK;
+    if (root) {
+        MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro,
+                           .seq = tc->seq, .oc = tc->oc};
+        s = mt_ckpt_save(dir, &tc->cfg, tr->table, tr->nparams, P, M, V, &ts);
+    }
+    free(full);
+    return s == MT_OK ? 0 : mt_cli_fail(s);
 }
 
 /* End of a multi-rank run: bytes each rank sent per group, and the trace. */
@@ -178,7 +202,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
                    .min_lr_frac = 0.1f, .wd = 0.1f, .clip = 1.0f, .beta1 = 0.9f, .beta2 = 0.95f,
                    .eval_every = 100, .eval_batches = 8, .log_every = 10, .threads = 0,
                    .dp = 1, .tp = 1, .pp = 1, .vstages = 1, .schedule = "1f1b", .seed = 1337,
-                   .comm_timeout = 60.0f};
+                   .comm_timeout = 60.0f, .bucket_mb = 25.0f};
     Flag flags[] = {
         {"layers", FLAG_INT, &a.layers, "transformer blocks"},
         {"heads", FLAG_INT, &a.heads, "attention heads"},
@@ -210,7 +234,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"dp", FLAG_INT, &a.dp, "data-parallel degree"},
         {"tp", FLAG_INT, &a.tp, "tensor-parallel degree"},
         {"pp", FLAG_INT, &a.pp, "pipeline-parallel degree"},
-        {"zero", FLAG_INT, &a.zero, "ZeRO stage 0-3"},
+        {"zero", FLAG_INT, &a.zero, "ZeRO stage: 0 DDP, 1 optimizer state, 2 + gradients, 3 FSDP (+ parameters)"},
+        {"bucket-mb", FLAG_FLOAT, &a.bucket_mb, "DDP gradient bucket size in MiB (0: one bucket per unit)"},
         {"schedule", FLAG_STR, &a.schedule, "pipeline schedule: naive gpipe 1f1b interleaved zb"},
         {"microbatches", FLAG_INT, &a.microbatches, "pipeline micro-batches"},
         {"virtual-stages", FLAG_INT, &a.vstages, "interleaved stages per rank"},
@@ -323,19 +348,38 @@ int mt_cmd_train(int full_argc, char **full_argv)
         mt_comm_mesh(comm, &l);
     }
     int root = !comm || mt_comm_rank(comm) == 0;
-    tc.tree_span = tc.batch / tc.micro / (comm ? mt_comm_group_size(comm, MT_GROUP_DP) : 1);
+    if (comm)
+        mt_dp_configure(&tc, a.dp, a.zero);
     if (a.trace && !comm)
         printf("meshtrain train: one rank, no communication: --trace %s is not written\n", a.trace);
     int nranks = comm ? mt_comm_size(comm) : 1;
     fields = calloc((size_t)nranks * RANK_FIELDS, sizeof(int64_t));
     MtTrainer tr;
+    MtDp dpe = {0}, *dpp = NULL;
     if (!fields || (s = mt_trainer_init(&tr, &tc)) != MT_OK) {
         rc = mt_cli_fail(mt_error_prefix(fields ? s : MT_ENOMEM, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
         goto out_data;
     }
+    if (comm) {
+        MtDpOptions o = {.zero = a.zero, .det = !a.fast_comm, .bucket_bytes = (int64_t)(a.bucket_mb * 1048576.0)};
+        if ((s = mt_dp_init(&dpe, &tr, comm, &o)) != MT_OK) {
+            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
+            goto out_trainer;
+        }
+        dpp = &dpe;
+    }
     if (a.resume) {
-        if ((s = mt_ckpt_load_params(a.resume, tr.table, tr.nparams, tr.params)) != MT_OK ||
-            (s = mt_ckpt_load_moments(a.resume, tr.table, tr.nparams, tr.m, tr.v)) != MT_OK) {
+        /* the checkpoint is whole; a sharded rank reads it all and keeps its chunks */
+        float *full = dpp ? malloc(3 * sizeof(float) * (size_t)tr.nfloats) : NULL;
+        float *P = full ? full : tr.params, *Mm = full ? full + tr.nfloats : tr.m, *V = full ? full + 2 * tr.nfloats : tr.v;
+        if (dpp && !full)
+            s = mt_error(MT_ENOMEM, "no memory to read %s", a.resume);
+        else if ((s = mt_ckpt_load_params(a.resume, tr.table, tr.nparams, P)) == MT_OK)
+            s = mt_ckpt_load_moments(a.resume, tr.table, tr.nparams, Mm, V);
+        if (s == MT_OK && dpp)
+            mt_dp_scatter_state(dpp, P, Mm, V);
+        free(full);
+        if (s != MT_OK) {
             rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
             goto out_trainer;
         }
@@ -353,9 +397,10 @@ int mt_cmd_train(int full_argc, char **full_argv)
         val_windows = nval;
     if (!root)
         freopen("/dev/null", "w", stdout); /* rank 0 speaks for the job; errors still reach stderr */
+    static const char *zero_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "FSDP (ZeRO-3)"};
     if (comm)
-        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), %s all-reduce\n", nranks, a.dp, a.tp, a.pp,
-               a.fast_comm ? "fast" : "fixed-order");
+        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), %s, %s reductions\n", nranks, a.dp, a.tp, a.pp,
+               zero_names[a.zero], a.fast_comm ? "fast" : "fixed-order");
     printf("meshtrain train: %d layers, %d heads, width %d, context %d, vocab %d: %.2fM parameters\n",
            tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.T, tc.cfg.V, tr.nfloats / 1e6);
     printf("  batch %d x %d tokens (micro-batch %d), %d steps from step %lld, %d threads, %s\n",
@@ -364,7 +409,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
            tr.mem.cur[MT_MEM_PARAMS] / 1048576.0, tr.mem.cur[MT_MEM_GRADS] / 1048576.0,
            tr.mem.cur[MT_MEM_OPTIM] / 1048576.0, tr.mem.cur[MT_MEM_ACTS] / 1048576.0);
     fflush(stdout);
-    double t_total = 0.0;
+    double t_total = 0.0, exposed_total = 0.0;
     int64_t timed = 0;
     MtStepStats st = {0};
     while (tr.step < a.steps) {
@@ -372,8 +417,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
         if (comm)
             mt_comm_reset_counters(comm);
         double t0 = mt_now();
-        if (comm)
-            mt_dp_step(&tr, comm, &train, !a.fast_comm, &st);
+        if (dpp)
+            mt_dp_step(dpp, &train, &st);
         else
             mt_trainer_step(&tr, &train, &st);
         double dt = mt_now() - t0;
@@ -386,17 +431,19 @@ int mt_cmd_train(int full_argc, char **full_argv)
             break;
         }
         double tps = (double)tc.batch * tc.seq / dt;
+        if (dpp)
+            exposed_total += dpp->comm_s;
+        if (a.log_json) { /* this step's figures, before an evaluation adds to them */
+            rank_fields(&tr, comm, dpp, fields);
+            if (comm)
+                mt_comm_gather_i64(comm, fields, RANK_FIELDS, fields);
+        }
         double vl = NAN;
         int last = tr.step == a.steps || (a.exit_interval > 0 && tr.step % a.exit_interval == 0);
         if (val_windows > 0 && ((a.eval_every > 0 && tr.step % a.eval_every == 0) || last))
             vl = mt_trainer_eval(&tr, &val, val_windows);
-        if (a.log_json) {
-            rank_fields(&tr, comm, fields);
-            if (comm)
-                mt_comm_gather_i64(comm, fields, RANK_FIELDS, fields);
-            if (jf)
-                log_json(jf, &tr, &st, dt * 1e3, tps, vl, fields, nranks);
-        }
+        if (jf)
+            log_json(jf, &tr, &st, dt * 1e3, tps, vl, fields, nranks);
         if ((a.log_every > 0 && tr.step % a.log_every == 0) || last || !isnan(vl) || tr.step == 1) {
             char eta[32];
             fmt_eta(eta, sizeof eta, (a.steps - tr.step) * (t_total / timed));
@@ -409,30 +456,24 @@ int mt_cmd_train(int full_argc, char **full_argv)
         }
         if (last && tr.step != a.steps)
             break; /* --exit-interval */
-        if (root && a.save && ((a.save_every > 0 && tr.step % a.save_every == 0 && !last))) {
-            MtTrainState ts = {.step = tr.step, .seed = tr.tc.seed, .batch = tc.batch,
-                               .micro = tc.micro, .seq = tc.seq, .oc = tc.oc};
-            if ((s = mt_ckpt_save(a.save, &tc.cfg, tr.table, tr.nparams, tr.params, tr.m, tr.v, &ts)) != MT_OK) {
-                rc = mt_cli_fail(s);
-                break;
-            }
-        }
+        if (a.save && a.save_every > 0 && tr.step % a.save_every == 0 && !last &&
+            (rc = save(&tr, dpp, a.save, root)) != 0)
+            break;
     }
-    if (rc == 0 && a.save && root) {
-        MtTrainState ts = {.step = tr.step, .seed = tr.tc.seed, .batch = tc.batch, .micro = tc.micro,
-                           .seq = tc.seq, .oc = tc.oc};
-        if ((s = mt_ckpt_save(a.save, &tc.cfg, tr.table, tr.nparams, tr.params, tr.m, tr.v, &ts)) != MT_OK)
-            rc = mt_cli_fail(s);
-        else
-            printf("saved checkpoint %s (step %lld)\n", a.save, (long long)tr.step);
-    }
+    if (rc == 0 && a.save && (rc = save(&tr, dpp, a.save, root)) == 0)
+        printf("saved checkpoint %s (step %lld)\n", a.save, (long long)tr.step);
     if (timed > 0)
         printf("done: %lld steps, %.1f ms/step on average\n", (long long)timed, 1e3 * t_total / timed);
+    if (timed > 0 && dpp)
+        printf("rank 0: %.1f ms/step inside communication calls during the step (%.1f%% of it, not overlapped)\n",
+               1e3 * exposed_total / timed, 100.0 * exposed_total / t_total);
     if (comm && rc == 0)
         rc = summary(comm, a.trace, root);
     if (jf)
         fclose(jf);
 out_trainer:
+    if (dpp)
+        mt_dp_free(dpp);
     mt_trainer_free(&tr);
 out_data:
     free(fields);

@@ -20,6 +20,12 @@ typedef struct {
 struct MtRequest {
     MPI_Request req;
     int *counts, *displs;
+    /* fixed-order forms: phase 1 exchanges the chunks (rs_det's Alltoallv), then the rows
+     * are summed in tree order; an all-reduce then gathers the sums (phase 2) */
+    int phase;
+    int *xc;       /* send counts, displacements, receive counts, displacements (4N) */
+    float *rows, *buf, *out;
+    int mine;
     MtComm *comm;
     MtOp op;
     MtGroupKind group;
@@ -439,8 +445,9 @@ void mt_allgather(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t
     int *cd = chunk_counts(n, N), me = c->grank[g];
     if (N == 1)
         memmove(out, in, sizeof(float) * (size_t)n);
-    else
-        MPI_Allgatherv(in, cd[me], MPI_FLOAT, out, cd, cd + N, MPI_FLOAT, c->groups[g]);
+    else /* in may already be this rank's chunk of out */
+        MPI_Allgatherv(in == out + cd[N + me] ? MPI_IN_PLACE : in, cd[me], MPI_FLOAT, out, cd, cd + N,
+                       MPI_FLOAT, c->groups[g]);
     free(cd);
     end(c, g, MT_OP_ALLGATHER, n, 0, t);
 }
@@ -484,19 +491,55 @@ static MtRequest *request(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int root
     return r;
 }
 
-MtRequest *mt_iallreduce(MtComm *c, MtGroupKind g, float *buf, int64_t n)
+/* posts phase 1 of a fixed-order reduction: every peer gets its chunk of in */
+static void post_exchange(MtComm *c, MtRequest *r, const float *in)
+{
+    int N = c->gsize[r->group], me = c->grank[r->group];
+    r->xc = calloc(4 * (size_t)N, sizeof(int));
+    MT_ASSERT(r->xc, "out of memory");
+    int *sc = r->xc, *sd = sc + N, *rc = sc + 2 * N, *rd = sc + 3 * N;
+    counts_displs(r->n, N, sc, sd);
+    r->mine = sc[me];
+    for (int i = 0; i < N; i++) {
+        rc[i] = r->mine;
+        rd[i] = i * r->mine;
+    }
+    r->rows = malloc(sizeof(float) * (size_t)(N * r->mine > 0 ? N * r->mine : 1));
+    MT_ASSERT(r->rows, "cannot allocate %lld floats of communication scratch", (long long)N * r->mine);
+    r->phase = 1;
+    MPI_Ialltoallv(in, sc, sd, MPI_FLOAT, r->rows, rc, rd, MPI_FLOAT, c->groups[r->group], &r->req);
+}
+
+MtRequest *mt_iallreduce(MtComm *c, MtGroupKind g, float *buf, int64_t n, int det)
 {
     MtRequest *r = request(c, g, MT_OP_ALLREDUCE, n, -1, 1);
-    MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->groups[g], &r->req);
+    if (c->gsize[g] == 1) {
+        r->req = MPI_REQUEST_NULL;
+    } else if (det) {
+        r->buf = buf;
+        r->counts = chunk_counts(n, c->gsize[g]);
+        r->displs = r->counts + c->gsize[g];
+        post_exchange(c, r, buf);
+    } else {
+        MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->groups[g], &r->req);
+    }
     return r;
 }
 
-MtRequest *mt_ireduce_scatter(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n)
+MtRequest *mt_ireduce_scatter(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n, int det)
 {
     MtRequest *r = request(c, g, MT_OP_REDUCE_SCATTER, n, -1, 1);
-    r->counts = chunk_counts(n, c->gsize[g]);
-    r->displs = r->counts + c->gsize[g];
-    MPI_Ireduce_scatter(in, out, r->counts, MPI_FLOAT, MPI_SUM, c->groups[g], &r->req);
+    if (c->gsize[g] == 1) {
+        memcpy(out, in, sizeof(float) * (size_t)n);
+        r->req = MPI_REQUEST_NULL;
+    } else if (det) {
+        r->out = out;
+        post_exchange(c, r, in);
+    } else {
+        r->counts = chunk_counts(n, c->gsize[g]);
+        r->displs = r->counts + c->gsize[g];
+        MPI_Ireduce_scatter(in, out, r->counts, MPI_FLOAT, MPI_SUM, c->groups[g], &r->req);
+    }
     return r;
 }
 
@@ -505,8 +548,9 @@ MtRequest *mt_iallgather(MtComm *c, MtGroupKind g, const float *in, float *out, 
     MtRequest *r = request(c, g, MT_OP_ALLGATHER, n, -1, 1);
     r->counts = chunk_counts(n, c->gsize[g]);
     r->displs = r->counts + c->gsize[g];
-    MPI_Iallgatherv(in, r->counts[c->grank[g]], MPI_FLOAT, out, r->counts, r->displs, MPI_FLOAT,
-                    c->groups[g], &r->req);
+    int me = c->grank[g];
+    MPI_Iallgatherv(in == out + r->displs[me] ? MPI_IN_PLACE : in, r->counts[me], MPI_FLOAT, out, r->counts,
+                    r->displs, MPI_FLOAT, c->groups[g], &r->req);
     return r;
 }
 
@@ -528,24 +572,52 @@ static void finish(MtRequest *r)
 {
     record(r->comm, r->group, r->op, r->n, r->bytes, r->start);
     free(r->counts);
+    free(r->xc);
+    free(r->rows);
     free(r);
+}
+
+/* The current MPI request of r has completed: move to the next phase.  Returns 1 when the
+ * whole operation is done. */
+static int advance(MtComm *c, MtRequest *r)
+{
+    if (r->phase != 1)
+        return 1;
+    int N = c->gsize[r->group], me = c->grank[r->group];
+    tree_rows(r->rows, r->mine, 0, N);
+    if (r->op == MT_OP_REDUCE_SCATTER) {
+        memcpy(r->out, r->rows, sizeof(float) * (size_t)r->mine);
+        r->phase = 0;
+        return 1;
+    }
+    r->phase = 2;
+    MPI_Iallgatherv(r->rows, r->counts[me], MPI_FLOAT, r->buf, r->counts, r->displs, MPI_FLOAT,
+                    c->groups[r->group], &r->req);
+    return 0;
 }
 
 void mt_wait(MtComm *c, MtRequest *r)
 {
     begin(c, r->group, r->op, r->n, -1, 0); /* for the watchdog: what this rank waits on */
-    MPI_Wait(&r->req, MPI_STATUS_IGNORE);
+    do
+        MPI_Wait(&r->req, MPI_STATUS_IGNORE);
+    while (!advance(c, r));
     inflight = 0;
     finish(r);
 }
 
 int mt_test(MtComm *c, MtRequest *r)
 {
-    int flag = 0;
-    MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE);
-    if (flag)
-        finish(r);
-    return flag;
+    for (;;) {
+        int flag = 0;
+        MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE);
+        if (!flag)
+            return 0;
+        if (advance(c, r)) {
+            finish(r);
+            return 1;
+        }
+    }
 }
 
 /* ---- trace ---- */

@@ -68,16 +68,17 @@ const char *mt_comm_label(const MtComm *c);
 void mt_allreduce(MtComm *c, MtGroupKind g, float *buf, int64_t n, int det);
 /* out receives this rank's chunk of the sum of in (n elements) */
 void mt_reduce_scatter(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n, int det);
-/* in: this rank's chunk; out: the n gathered elements */
+/* in: this rank's chunk; out: the n gathered elements (in may be the rank's own chunk of out) */
 void mt_allgather(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n);
 void mt_broadcast(MtComm *c, MtGroupKind g, float *buf, int64_t n, int root);
 /* peer is a group rank */
 void mt_send(MtComm *c, MtGroupKind g, const float *buf, int64_t n, int peer);
 void mt_recv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer);
 
-/* Non-blocking forms (fast path); a request is finished by mt_wait or a true mt_test. */
-MtRequest *mt_iallreduce(MtComm *c, MtGroupKind g, float *buf, int64_t n);
-MtRequest *mt_ireduce_scatter(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n);
+/* Non-blocking forms; a request is finished by mt_wait or a true mt_test (which also moves
+ * a fixed-order reduction from its exchange to its sum and gather: call it now and then). */
+MtRequest *mt_iallreduce(MtComm *c, MtGroupKind g, float *buf, int64_t n, int det);
+MtRequest *mt_ireduce_scatter(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n, int det);
 MtRequest *mt_iallgather(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n);
 MtRequest *mt_isend(MtComm *c, MtGroupKind g, const float *buf, int64_t n, int peer);
 MtRequest *mt_irecv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer);

@@ -1,9 +1,12 @@
-/* dp.c - plain data parallelism (see mt_dp.h). */
+/* dp.c - data parallelism: the shared step, DDP's buckets (see mt_dp.h). */
 #include "mt_dp.h"
 
-/* Gradients are all-reduced in pieces of at most 8 MiB: Open MPI's bandwidth collapses
- * above 16 MiB per call on this kind of machine (it maps fresh memory per call).  Each
- * element's sum is the same whatever the piece, so the result does not change. */
+#include <stdlib.h>
+#include <string.h>
+
+/* Open MPI's bandwidth collapses above 16 MiB per call on this kind of machine (it maps
+ * fresh memory per call): a bucket's all-reduce goes in pieces of at most 8 MiB.  Each
+ * element's sum is the same whatever the piece. */
 #define DP_PIECE_FLOATS ((int64_t)2 << 20)
 
 MtStatus mt_dp_check(int dp, int microbatches)
@@ -21,20 +24,124 @@ void mt_dp_range(int microbatches, int dp, int dp_rank, int *lo, int *hi)
     *hi = *lo + per;
 }
 
-void mt_dp_step(MtTrainer *tr, MtComm *c, const MtTokens *data, int det, MtStepStats *st)
+void mt_dp_configure(MtTrainConfig *tc, int N, int zero)
 {
+    int M = tc->batch / tc->micro;
+    tc->unit_align = mt_shard_align(N);
+    int np = mt_param_count(&tc->cfg);
+    MtParam *t = calloc((size_t)np, sizeof *t);
+    MT_ASSERT(t, "out of memory");
+    int64_t S = mt_param_table_aligned(&tc->cfg, t, tc->unit_align) / N;
+    free(t);
+    tc->tree_span = zero >= 2 ? 1 : M / N;
+    tc->optim_len = zero >= 1 ? S : 0;
+    tc->grads_len = zero >= 2 ? S : 0;
+    tc->params_len = zero >= 3 ? S : 0;
+}
+
+double mt_dp_clock(MtDp *dp, double since)
+{
+    double t = mt_now();
+    dp->comm_s += t - since;
+    return t;
+}
+
+void mt_dp_poll(MtDp *dp)
+{
+    double t = mt_now();
+    int k = 0;
+    for (int i = 0; i < dp->npending; i++)
+        if (!mt_test(dp->c, dp->pending[i]))
+            dp->pending[k++] = dp->pending[i];
+    dp->npending = k;
+    mt_dp_clock(dp, t);
+}
+
+void mt_dp_wait(MtDp *dp, MtRequest *r)
+{
+    double t = mt_now();
+    mt_wait(dp->c, r);
+    mt_dp_clock(dp, t);
+}
+
+static void wait_pending(MtDp *dp)
+{
+    for (int i = 0; i < dp->npending; i++)
+        mt_dp_wait(dp, dp->pending[i]);
+    dp->npending = 0;
+}
+
+/* DDP: the last micro-batch's backward finished unit u; start its bucket if complete */
+static void ddp_hook(void *ctx, MtUnitEvent ev, int unit)
+{
+    MtDp *dp = ctx;
+    if (ev != MT_GRADS_DONE)
+        return;
+    mt_dp_poll(dp);
+    for (int b = 0; b < dp->nbuckets; b++) {
+        if (dp->bfirst[b] != unit)
+            continue;
+        const MtShardMap *m = &dp->map;
+        int64_t lo = m->lo[dp->bfirst[b]], hi = m->lo[dp->blast[b]] + m->len[dp->blast[b]];
+        double t = mt_now();
+        for (int64_t at = lo; at < hi; at += dp->piece) {
+            int64_t n = hi - at < dp->piece ? hi - at : dp->piece;
+            MT_ASSERT(dp->npending < MT_DP_MAX_REQ, "too many reductions in flight");
+            dp->pending[dp->npending++] = mt_iallreduce(dp->c, MT_GROUP_DP, dp->tr->grads + at, n, dp->o.det);
+        }
+        mt_dp_clock(dp, t);
+    }
+}
+
+MtStatus mt_dp_init(MtDp *dp, MtTrainer *tr, MtComm *c, const MtDpOptions *o)
+{
+    memset(dp, 0, sizeof *dp);
+    dp->tr = tr;
+    dp->c = c;
+    dp->o = *o;
+    dp->N = mt_comm_group_size(c, MT_GROUP_DP);
+    dp->rank = mt_comm_group_rank(c, MT_GROUP_DP);
+    dp->M = tr->tc.batch / tr->tc.micro;
+    dp->rounds = dp->M / dp->N;
+    MT_ASSERT(mt_shard_map(tr->unit_lo, tr->unit_hi, tr->nunits, dp->N, dp->rank, &dp->map) == 0,
+              "the trainer was not configured for %d data-parallel ranks (mt_dp_configure)", dp->N);
+    dp->piece = mt_piece_floats(dp->N, DP_PIECE_FLOATS);
+    int64_t bucket = o->bucket_bytes > 0 ? o->bucket_bytes / (int64_t)sizeof(float) : 0;
+    dp->nbuckets = mt_bucket_plan(tr->unit_lo, tr->unit_hi, tr->nunits, bucket, dp->bfirst, dp->blast);
+    if (o->zero == 0)
+        tr->hooks = (MtUnitHooks){ddp_hook, dp};
+    return mt_zero_init(dp);
+}
+
+void mt_dp_free(MtDp *dp)
+{
+    mt_zero_free(dp);
+    if (dp->tr)
+        dp->tr->hooks = (MtUnitHooks){0};
+}
+
+void mt_dp_step(MtDp *dp, const MtTokens *data, MtStepStats *st)
+{
+    MtTrainer *tr = dp->tr;
     const MtTrainConfig *tc = &tr->tc;
-    int M = tc->batch / tc->micro, lo, hi;
-    mt_dp_range(M, mt_comm_group_size(c, MT_GROUP_DP), mt_comm_group_rank(c, MT_GROUP_DP), &lo, &hi);
+    dp->comm_s = 0.0;
+    if (dp->o.zero >= 2) {
+        mt_zero_step(dp, data, st);
+        return;
+    }
+    int lo, hi;
+    mt_dp_range(dp->M, dp->N, dp->rank, &lo, &hi);
     int64_t off = (int64_t)lo * tc->micro * tc->seq;
     mt_batch_fill(data, tc->seed, tr->step, lo * tc->micro, (hi - lo) * tc->micro, tc->seq,
                   tr->inputs + off, tr->targets + off);
     float loss = mt_trainer_forward_backward_range(tr, lo, hi);
-    for (int64_t at = 0; at < tr->nfloats; at += DP_PIECE_FLOATS) {
-        int64_t n = tr->nfloats - at < DP_PIECE_FLOATS ? tr->nfloats - at : DP_PIECE_FLOATS;
-        mt_allreduce(c, MT_GROUP_DP, tr->grads + at, n, det);
-    }
-    mt_allreduce(c, MT_GROUP_DP, &loss, 1, det);
+    wait_pending(dp);
+    double t = mt_now();
+    mt_allreduce(dp->c, MT_GROUP_DP, &loss, 1, dp->o.det);
+    mt_dp_clock(dp, t);
     st->loss = loss;
-    mt_trainer_update(tr, st);
+    if (dp->o.zero == 0)
+        mt_trainer_update(tr, st);
+    else
+        mt_zero_contiguous_finish(dp, st);
 }

@@ -1,24 +1,108 @@
-/* mt_dp.h - data parallelism, plain form: every rank of the dp group holds the whole model
- * and takes a contiguous run of the step's micro-batches; the gradient and the loss are
- * all-reduced over the dp group, by default in the fixed order.
+/* mt_dp.h - the data-parallel family: DDP (--zero 0), ZeRO-1, ZeRO-2, FSDP (ZeRO-3).
  *
- * Why contiguous runs: the single-device step sums its M micro-batch gradients as a
- * balanced pairwise tree (mt_train.h).  When dp is a power of two dividing M, rank r's
- * micro-batches [r M/dp, (r+1) M/dp) form a whole subtree, which the rank sums locally in
- * the same order, and the fixed-order all-reduce sums the dp subtrees as the upper levels
- * of the same tree.  So dp = 1, 2, 4, ... give the same bits.  Other sizes differ only in
- * the order of the top-level sums (within fp32 rounding).
+ * Every rank of the dp group trains the same model on its share of each step's global batch;
+ * the result does not depend on the number of ranks N.  How the share is taken is what makes
+ * the sums reproduce the single-device step (the balanced pairwise tree over micro-batches,
+ * mt_train.h) bit for bit with the fixed-order reductions:
+ *
+ *  - DDP and ZeRO-1 give rank r the contiguous run [r M/N, (r+1) M/N) of the M micro-batches.
+ *    For N a power of two dividing M the run is a whole subtree, which the rank sums locally;
+ *    the fixed-order reduction over ranks (tree over group ranks) forms the upper levels.
+ *  - ZeRO-2 and FSDP keep only a shard of the gradient, so they reduce after every round of
+ *    micro-batches: round j gives rank r micro-batch j N + r, each unit's gradient is
+ *    reduce-scattered as soon as backward finishes it (fixed order: the N leaves of the round
+ *    are a subtree when M / N is a power of two), and the rounds' shards are summed as the
+ *    tree over rounds.  Bit for bit when N and M / N are powers of two; otherwise the order
+ *    of the upper sums differs (fp32 rounding).
+ *
+ * DDP: gradients are all-reduced in buckets of units (mt_shard.h); the last micro-batch's
+ * backward reports each unit as its sums finish (mt_trainer_forward_backward_range), a
+ * bucket's all-reduce starts as soon as its last unit is final, and pending reductions are
+ * progressed at every unit event, overlapping the rest of backward.
+ * ZeRO-1: optimizer state is sharded (mt_shard.h); after backward each unit's gradient is
+ * reduce-scattered, each rank clips and updates its chunks, and the parameters are
+ * all-gathered unit by unit.
+ * ZeRO-2: gradients too are sharded; backward writes each unit's gradient into a unit
+ * buffer (two for blocks, so one can be in flight while the next is computed).
+ * FSDP: parameters too; a unit is all-gathered into a slot just before its forward and its
+ * backward and released after, and the next unit's gather is started first (prefetch).
+ * The embedding unit (tied with the LM head) and the final LayerNorm are gathered once in
+ * the forward and kept until the head's backward, as PyTorch keeps its root unit.
+ *
+ * The gradient norm is the single-device one (mt_optim.h): the ranks' block sums are
+ * all-gathered and added in the canonical order.
  */
 #ifndef MT_DP_H
 #define MT_DP_H
 
 #include "mt_comm.h"
+#include "mt_shard.h"
 #include "mt_train.h"
 
-/* The run of micro-batches a dp rank takes; MT_EINPUT if dp does not divide M. */
+typedef struct {
+    int zero;             /* 0 DDP, 1, 2, 3 */
+    int det;              /* fixed-order reductions */
+    int64_t bucket_bytes; /* DDP bucket size (<= 0: one bucket per unit) */
+} MtDpOptions;
+
+#define MT_DP_MAX_REQ 512
+
+typedef struct {
+    MtTrainer *tr;
+    MtComm *c;
+    MtDpOptions o;
+    int N, rank, M, rounds;
+    MtShardMap map;
+    /* DDP */
+    int nbuckets, bfirst[MT_MAX_UNITS], blast[MT_MAX_UNITS];
+    int64_t piece;
+    MtRequest *pending[MT_DP_MAX_REQ];
+    int npending;
+    /* ZeRO-1: one unit's chunk of the reduced gradient */
+    float *stage;
+    int64_t stage_len;
+    /* ZeRO-2 / FSDP: unit gradient buffers (0: embedding, 1: head, 2 and 3: blocks by parity) */
+    float *ugrad[4];
+    int64_t ugrad_len[4];
+    MtRequest *ugrad_req[4];
+    float *round_dst;
+    float *rtmp[MT_MAX_TREE];
+    int nrtmp;
+    MtWeights gview;
+    float *leaf_loss; /* all M leaf losses */
+    /* FSDP: gathered parameter slots, same grain as ugrad */
+    float *pslot[4];
+    int slot_unit[4];
+    MtRequest *slot_req[4];
+    int backward;
+    /* this step */
+    double comm_s; /* time inside communication calls made from the step (exposed) */
+} MtDp;
+
+/* MT_EINPUT unless dp divides the step's micro-batches. */
 MtStatus mt_dp_check(int dp, int microbatches);
 void mt_dp_range(int microbatches, int dp, int dp_rank, int *lo, int *hi);
-/* One training step: this rank's micro-batches, all-reduce (fixed order if det), update. */
-void mt_dp_step(MtTrainer *tr, MtComm *c, const MtTokens *data, int det, MtStepStats *st);
+/* Sets the trainer configuration for N ranks and a ZeRO stage (padding, shard lengths,
+ * tree span) before mt_trainer_init. */
+void mt_dp_configure(MtTrainConfig *tc, int N, int zero);
+/* After mt_trainer_init on the configured tc: buffers, hooks, and (FSDP) the parameter
+ * shard's initialisation.  MT_ENOMEM on failure. */
+MtStatus mt_dp_init(MtDp *dp, MtTrainer *tr, MtComm *c, const MtDpOptions *o);
+void mt_dp_free(MtDp *dp);
+/* One training step. */
+void mt_dp_step(MtDp *dp, const MtTokens *data, MtStepStats *st);
+/* The whole parameters and moments on every rank (for a checkpoint), into arrays of
+ * tr->nfloats floats; collective.  Sets them from whole arrays (a loaded checkpoint). */
+void mt_dp_gather_state(MtDp *dp, float *params, float *m, float *v);
+void mt_dp_scatter_state(MtDp *dp, const float *params, const float *m, const float *v);
+
+/* ---- between dp.c and zero.c ---- */
+double mt_dp_clock(MtDp *dp, double since); /* adds now - since to comm_s; returns now */
+void mt_dp_poll(MtDp *dp);
+void mt_dp_wait(MtDp *dp, MtRequest *r);
+void mt_zero_step(MtDp *dp, const MtTokens *data, MtStepStats *st);
+void mt_zero_contiguous_finish(MtDp *dp, MtStepStats *st); /* ZeRO-1 after the local tree */
+MtStatus mt_zero_init(MtDp *dp);
+void mt_zero_free(MtDp *dp);
 
 #endif

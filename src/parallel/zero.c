@@ -1,0 +1,393 @@
+/* zero.c - ZeRO-1, ZeRO-2 and FSDP (ZeRO-3): sharded optimizer state, gradients and
+ * parameters (see mt_dp.h and mt_shard.h). */
+#include "mt_dp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mt_optim.h"
+
+/* which buffer of ugrad / pslot a unit uses: embedding, head, blocks by parity */
+static int slot_of(const MtDp *dp, int unit)
+{
+    if (unit == 0)
+        return 0;
+    if (unit == dp->map.nunits - 1)
+        return 1;
+    return 2 + (unit & 1);
+}
+
+/* this rank's chunk of unit u in each array */
+static float *grad_chunk(MtDp *dp, int u)
+{
+    return dp->o.zero == 1 ? dp->tr->grads + mt_shard_chunk_lo(&dp->map, u) : dp->tr->grads + dp->map.shard_off[u];
+}
+
+static float *param_chunk(MtDp *dp, int u)
+{
+    return dp->o.zero == 3 ? dp->tr->params + dp->map.shard_off[u] : dp->tr->params + mt_shard_chunk_lo(&dp->map, u);
+}
+
+/* ---- the sharded update: norm from everyone's block sums, clip, AdamW on the chunks ---- */
+
+static double sharded_sumsq(MtDp *dp)
+{
+    const MtShardMap *m = &dp->map;
+    int64_t nb = m->shard_len / MT_NORM_BLOCK; /* this rank's blocks */
+    double *mine = malloc(sizeof(double) * (size_t)nb * (dp->N + 1));
+    MT_ASSERT(mine, "out of memory for %lld block sums", (long long)nb);
+    double *all = mine + nb;
+    for (int u = 0; u < m->nunits; u++)
+        mt_block_sumsq(grad_chunk(dp, u), m->chunk[u], mine + m->shard_off[u] / MT_NORM_BLOCK);
+    double t = mt_now();
+    mt_allgather(dp->c, MT_GROUP_DP, (const float *)mine, (float *)all, 2 * nb * dp->N);
+    mt_dp_clock(dp, t);
+    double total = 0.0; /* unit by unit, each unit's blocks in flat order: the canonical sum */
+    for (int u = 0; u < m->nunits; u++)
+        for (int r = 0; r < dp->N; r++) {
+            const double *b = all + (int64_t)r * nb + m->shard_off[u] / MT_NORM_BLOCK;
+            for (int64_t k = 0; k < m->chunk[u] / MT_NORM_BLOCK; k++)
+                total += b[k];
+        }
+    free(mine);
+    return total;
+}
+
+static void sharded_update(MtDp *dp, MtStepStats *st)
+{
+    MtTrainer *tr = dp->tr;
+    const MtOptimConfig *oc = &tr->tc.oc;
+    const MtShardMap *m = &dp->map;
+    double norm = sqrt(sharded_sumsq(dp));
+    float lr = mt_lr_at(oc, (int)tr->step);
+    for (int u = 0; u < m->nunits; u++) {
+        int64_t lo = mt_shard_chunk_lo(m, u);
+        float *g = grad_chunk(dp, u);
+        mt_grad_clip(g, m->chunk[u], oc->grad_clip, norm);
+        mt_adamw_range(tr->table, tr->nparams, lo, lo + m->chunk[u], param_chunk(dp, u), g,
+                       tr->m + m->shard_off[u], tr->v + m->shard_off[u], oc, lr, (int)tr->step + 1);
+    }
+    tr->step++;
+    st->grad_norm = (float)norm;
+    st->lr = lr;
+}
+
+static void gather_params(MtDp *dp)
+{
+    const MtShardMap *m = &dp->map;
+    double t = mt_now();
+    for (int u = 0; u < m->nunits; u++)
+        mt_allgather(dp->c, MT_GROUP_DP, param_chunk(dp, u), dp->tr->params + m->lo[u], m->len[u]);
+    mt_dp_clock(dp, t);
+}
+
+/* ZeRO-1: the rank's local tree is in tr->grads; reduce-scatter unit by unit into the rank's
+ * chunks (in place, through the stage buffer), update them, gather the parameters. */
+void mt_zero_contiguous_finish(MtDp *dp, MtStepStats *st)
+{
+    const MtShardMap *m = &dp->map;
+    double t = mt_now();
+    for (int u = m->nunits - 1; u >= 0; u--) {
+        mt_reduce_scatter(dp->c, MT_GROUP_DP, dp->tr->grads + m->lo[u], dp->stage, m->len[u], dp->o.det);
+        memcpy(grad_chunk(dp, u), dp->stage, sizeof(float) * (size_t)m->chunk[u]);
+    }
+    mt_dp_clock(dp, t);
+    sharded_update(dp, st);
+    gather_params(dp);
+}
+
+/* ---- ZeRO-2 / FSDP: unit events ---- */
+
+static void start_gather(MtDp *dp, int u)
+{
+    int s = slot_of(dp, u);
+    if (dp->slot_unit[s] == u)
+        return;
+    MT_ASSERT(!dp->slot_req[s], "FSDP slot %d is still being gathered", s);
+    double t = mt_now();
+    dp->slot_req[s] = mt_iallgather(dp->c, MT_GROUP_DP, dp->tr->params + dp->map.shard_off[u], dp->pslot[s],
+                                    dp->map.len[u]);
+    dp->slot_unit[s] = u;
+    mt_dp_clock(dp, t);
+}
+
+static void params_need(MtDp *dp, int u)
+{
+    MtTrainer *tr = dp->tr;
+    int L = tr->tc.cfg.L, s = slot_of(dp, u);
+    if (u == 0)
+        dp->backward = 0;
+    start_gather(dp, u);
+    if (dp->slot_req[s]) {
+        mt_dp_wait(dp, dp->slot_req[s]);
+        dp->slot_req[s] = NULL;
+    }
+    mt_weights_view_unit(&tr->tc.cfg, tr->table, tr->nparams, u, dp->pslot[s], &tr->w);
+    /* prefetch the unit the pass needs next */
+    int next = -1;
+    if (!dp->backward)
+        next = u <= L ? u + 1 : -1;
+    else if (u >= 2 && u <= L)
+        next = u - 1;
+    if (next >= 0)
+        start_gather(dp, next);
+}
+
+static void params_done(MtDp *dp, int u)
+{
+    int s = slot_of(dp, u);
+    if (dp->slot_unit[s] == u && !dp->slot_req[s])
+        dp->slot_unit[s] = -1; /* released: the next use gathers again */
+}
+
+static void grads_need(MtDp *dp, int u)
+{
+    MtTrainer *tr = dp->tr;
+    int s = slot_of(dp, u);
+    if (dp->ugrad_req[s]) { /* the unit two back is still being reduced */
+        mt_dp_wait(dp, dp->ugrad_req[s]);
+        dp->ugrad_req[s] = NULL;
+    }
+    memset(dp->ugrad[s], 0, sizeof(float) * (size_t)dp->map.len[u]);
+    mt_weights_view_unit(&tr->tc.cfg, tr->table, tr->nparams, u, dp->ugrad[s], &dp->gview);
+    if (u == dp->map.nunits - 1 && dp->o.zero == 3) { /* backward begins: fetch the last block */
+        dp->backward = 1;
+        if (tr->tc.cfg.L >= 1)
+            start_gather(dp, tr->tc.cfg.L);
+    }
+}
+
+static void grads_done(MtDp *dp, int u)
+{
+    int s = slot_of(dp, u);
+    double t = mt_now();
+    dp->ugrad_req[s] = mt_ireduce_scatter(dp->c, MT_GROUP_DP, dp->ugrad[s], dp->round_dst + dp->map.shard_off[u],
+                                          dp->map.len[u], dp->o.det);
+    mt_dp_clock(dp, t);
+}
+
+static void poll_units(MtDp *dp)
+{
+    double t = mt_now();
+    for (int s = 0; s < 4; s++) {
+        if (dp->ugrad_req[s] && mt_test(dp->c, dp->ugrad_req[s]))
+            dp->ugrad_req[s] = NULL;
+        if (dp->slot_req[s] && mt_test(dp->c, dp->slot_req[s]))
+            dp->slot_req[s] = NULL;
+    }
+    mt_dp_clock(dp, t);
+}
+
+static void zero_hook(void *ctx, MtUnitEvent ev, int unit)
+{
+    MtDp *dp = ctx;
+    poll_units(dp);
+    switch (ev) {
+    case MT_PARAMS_NEED:
+        if (dp->o.zero == 3)
+            params_need(dp, unit);
+        break;
+    case MT_PARAMS_DONE:
+        if (dp->o.zero == 3)
+            params_done(dp, unit);
+        break;
+    case MT_GRADS_NEED:
+        grads_need(dp, unit);
+        break;
+    case MT_GRADS_DONE:
+        grads_done(dp, unit);
+        break;
+    }
+}
+
+/* one round: micro-batch j N + rank, its unit gradients reduce-scattered into dst (a shard) */
+static float round_grad(MtDp *dp, int j, float *dst)
+{
+    MtTrainer *tr = dp->tr;
+    dp->round_dst = dst;
+    MtUnitHooks h = {zero_hook, dp};
+    float loss = mt_trainer_micro_grad_views(tr, j * dp->N + dp->rank, &dp->gview, &h);
+    for (int s = 0; s < 4; s++)
+        if (dp->ugrad_req[s]) {
+            mt_dp_wait(dp, dp->ugrad_req[s]);
+            dp->ugrad_req[s] = NULL;
+        }
+    return loss;
+}
+
+/* the rounds [lo, hi) summed as the pairwise tree into dst; leaf losses into leaf_loss */
+static void round_tree(MtDp *dp, int lo, int hi, float *dst, int depth, float *losses)
+{
+    if (hi - lo == 1) {
+        losses[lo] = round_grad(dp, lo, dst);
+        return;
+    }
+    int mid = lo + (hi - lo) / 2;
+    round_tree(dp, lo, mid, dst, depth + 1, losses);
+    float *right = dp->rtmp[depth];
+    round_tree(dp, mid, hi, right, depth + 1, losses);
+    int64_t n = dp->map.shard_len;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        dst[i] += right[i];
+}
+
+static float loss_tree(const float *x, int lo, int hi)
+{
+    if (hi - lo == 1)
+        return x[lo];
+    int mid = lo + (hi - lo) / 2;
+    return loss_tree(x, lo, mid) + loss_tree(x, mid, hi);
+}
+
+void mt_zero_step(MtDp *dp, const MtTokens *data, MtStepStats *st)
+{
+    MtTrainer *tr = dp->tr;
+    const MtTrainConfig *tc = &tr->tc;
+    int R = dp->rounds, N = dp->N;
+    for (int j = 0; j < R; j++) {
+        int k = j * N + dp->rank;
+        int64_t off = (int64_t)k * tc->micro * tc->seq;
+        mt_batch_fill(data, tc->seed, tr->step, k * tc->micro, tc->micro, tc->seq, tr->inputs + off,
+                      tr->targets + off);
+    }
+    float *mine = dp->leaf_loss + (int64_t)dp->rank * R, *all = dp->leaf_loss + (int64_t)dp->M;
+    round_tree(dp, 0, R, tr->grads, 0, mine);
+    double t = mt_now();
+    mt_allgather(dp->c, MT_GROUP_DP, mine, dp->leaf_loss, (int64_t)dp->M);
+    mt_dp_clock(dp, t);
+    for (int r = 0; r < N; r++) /* leaf k = j N + r sits at [r R + j] */
+        for (int j = 0; j < R; j++)
+            all[j * N + r] = dp->leaf_loss[r * R + j];
+    st->loss = loss_tree(all, 0, dp->M);
+    sharded_update(dp, st);
+    if (dp->o.zero == 2)
+        gather_params(dp);
+}
+
+/* ---- set-up ---- */
+
+static int depth_of(int n)
+{
+    int d = 0;
+    while ((1 << d) < n)
+        d++;
+    return d;
+}
+
+MtStatus mt_zero_init(MtDp *dp)
+{
+    MtTrainer *tr = dp->tr;
+    const MtShardMap *m = &dp->map;
+    int z = dp->o.zero, last = m->nunits - 1;
+    for (int s = 0; s < 4; s++)
+        dp->slot_unit[s] = -1;
+    if (z == 0)
+        return MT_OK;
+    if (z == 1) {
+        for (int u = 0; u < m->nunits; u++)
+            dp->stage_len = m->chunk[u] > dp->stage_len ? m->chunk[u] : dp->stage_len;
+        if (!(dp->stage = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)dp->stage_len)))
+            goto oom;
+        return MT_OK;
+    }
+    int64_t lens[4] = {m->len[0], m->len[last], m->max_block_len, m->max_block_len};
+    for (int s = 0; s < 4; s++) {
+        dp->ugrad_len[s] = lens[s];
+        if (lens[s] && !(dp->ugrad[s] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)lens[s])))
+            goto oom;
+        if (z == 3 && lens[s] && !(dp->pslot[s] = mt_mem_alloc(&tr->mem, MT_MEM_PARAMS, sizeof(float) * (size_t)lens[s])))
+            goto oom;
+    }
+    dp->nrtmp = depth_of(dp->rounds);
+    for (int d = 0; d < dp->nrtmp; d++)
+        if (!(dp->rtmp[d] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)m->shard_len)))
+            goto oom;
+    dp->leaf_loss = calloc(2 * (size_t)dp->M, sizeof(float));
+    if (!dp->leaf_loss)
+        goto oom;
+    if (z == 3) {
+        tr->hooks = (MtUnitHooks){zero_hook, dp}; /* evaluation passes gather too */
+        /* each rank initialises exactly its chunks: init is a pure function of the index */
+        for (int p = 0; p < tr->nparams; p++) {
+            const MtParam *pp = &tr->table[p];
+            int u = pp->unit;
+            int64_t lo = mt_shard_chunk_lo(m, u), hi = lo + m->chunk[u];
+            int64_t a = pp->offset > lo ? pp->offset : lo;
+            int64_t b = pp->offset + pp->numel < hi ? pp->offset + pp->numel : hi;
+            if (a < b)
+                mt_param_init(pp, tr->tc.cfg.L, tr->tc.seed, a - pp->offset, b - pp->offset,
+                              tr->params + m->shard_off[u] + (a - lo));
+        }
+    }
+    return MT_OK;
+oom:
+    mt_zero_free(dp);
+    return mt_error(MT_ENOMEM, "cannot allocate the ZeRO-%d buffers", z);
+}
+
+void mt_zero_free(MtDp *dp)
+{
+    MtTrainer *tr = dp->tr;
+    if (!tr)
+        return;
+    mt_mem_free(&tr->mem, MT_MEM_GRADS, dp->stage, sizeof(float) * (size_t)dp->stage_len);
+    dp->stage = NULL;
+    for (int s = 0; s < 4; s++) {
+        mt_mem_free(&tr->mem, MT_MEM_GRADS, dp->ugrad[s], sizeof(float) * (size_t)dp->ugrad_len[s]);
+        mt_mem_free(&tr->mem, MT_MEM_PARAMS, dp->pslot[s], sizeof(float) * (size_t)dp->ugrad_len[s]);
+        dp->ugrad[s] = dp->pslot[s] = NULL;
+    }
+    for (int d = 0; d < dp->nrtmp; d++) {
+        mt_mem_free(&tr->mem, MT_MEM_GRADS, dp->rtmp[d], sizeof(float) * (size_t)dp->map.shard_len);
+        dp->rtmp[d] = NULL;
+    }
+    dp->nrtmp = 0;
+    free(dp->leaf_loss);
+    dp->leaf_loss = NULL;
+}
+
+/* ---- checkpoints: whole arrays from shards and back ---- */
+
+void mt_dp_gather_state(MtDp *dp, float *params, float *m, float *v)
+{
+    MtTrainer *tr = dp->tr;
+    const MtShardMap *sm = &dp->map;
+    size_t bytes = sizeof(float) * (size_t)tr->nfloats;
+    if (dp->o.zero < 3)
+        memcpy(params, tr->params, bytes);
+    if (dp->o.zero == 0) {
+        memcpy(m, tr->m, bytes);
+        memcpy(v, tr->v, bytes);
+        return;
+    }
+    for (int u = 0; u < sm->nunits; u++) {
+        if (dp->o.zero == 3)
+            mt_allgather(dp->c, MT_GROUP_DP, tr->params + sm->shard_off[u], params + sm->lo[u], sm->len[u]);
+        mt_allgather(dp->c, MT_GROUP_DP, tr->m + sm->shard_off[u], m + sm->lo[u], sm->len[u]);
+        mt_allgather(dp->c, MT_GROUP_DP, tr->v + sm->shard_off[u], v + sm->lo[u], sm->len[u]);
+    }
+}
+
+void mt_dp_scatter_state(MtDp *dp, const float *params, const float *m, const float *v)
+{
+    MtTrainer *tr = dp->tr;
+    const MtShardMap *sm = &dp->map;
+    size_t bytes = sizeof(float) * (size_t)tr->nfloats;
+    if (dp->o.zero < 3)
+        memcpy(tr->params, params, bytes);
+    if (dp->o.zero == 0) {
+        memcpy(tr->m, m, bytes);
+        memcpy(tr->v, v, bytes);
+        return;
+    }
+    for (int u = 0; u < sm->nunits; u++) {
+        size_t cb = sizeof(float) * (size_t)sm->chunk[u];
+        int64_t lo = mt_shard_chunk_lo(sm, u);
+        if (dp->o.zero == 3)
+            memcpy(tr->params + sm->shard_off[u], params + lo, cb);
+        memcpy(tr->m + sm->shard_off[u], m + lo, cb);
+        memcpy(tr->v + sm->shard_off[u], v + lo, cb);
+    }
+}
