@@ -31,7 +31,8 @@ dp=$(echo "$line" | grep -o '"dp": [0-9]*' | head -1 | cut -d' ' -f2)
 [ "$dp" -eq $(( params + 4 )) ] && pass || fail "dp bytes $dp, formula $(( params + 4 )) (params $params)"
 line4=$(tail -1 "$T/4.jsonl")
 dp4=$(echo "$line4" | grep -o '"dp": [0-9]*' | tail -1 | cut -d' ' -f2)
-[ "$dp4" -eq $(( 2 * 3 * params / 4 + 2 * 3 * 4 / 4 )) ] && pass || fail "dp 4 bytes $dp4"
+params4=$(echo "$line4" | grep -o '"params": [0-9]*' | head -1 | cut -d' ' -f2) # units padded for 4 ranks
+[ "$dp4" -eq $(( 2 * 3 * params4 / 4 + 2 * 3 * 4 / 4 )) ] && pass || fail "dp 4 bytes $dp4 (params $params4)"
 grep -q '"name": "rank 1"' "$T/trace.json" && grep -q '"name": "allreduce"' "$T/trace.json" && pass \
   || fail "trace lacks rank 1 or its all-reduces"
 grep -q "communication, bytes sent" "$T/out2" && pass || fail "no end-of-run summary: $(tail -5 "$T/out2")"

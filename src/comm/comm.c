@@ -39,6 +39,12 @@ struct MtComm {
     int rank, size;
     MtLayout layout;
     MPI_Comm groups[MT_NGROUPS];
+    /* Second phases of fixed-order non-blocking all-reduces (their gathers) go on a copy of
+     * the group, posted in the order the all-reduces were started: a rank may finish the
+     * exchanges in another order than its peers, and collectives must match in order. */
+    MPI_Comm second[MT_NGROUPS];
+    MtRequest *queue[256];
+    int nqueue;
     int grank[MT_NGROUPS], gsize[MT_NGROUPS];
     int64_t bytes[MT_NGROUPS][MT_NOPS]; /* since the last reset */
     int64_t total[MT_NGROUPS];          /* over the whole run */
@@ -188,8 +194,9 @@ MtComm *mt_comm_init(int *argc, char ***argv, const MtCommOptions *opt)
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
     c->layout = (MtLayout){.dp = c->size, .tp = 1, .pp = 1};
     for (int g = 0; g < MT_NGROUPS; g++)
-        c->groups[g] = MPI_COMM_NULL;
+        c->groups[g] = c->second[g] = MPI_COMM_NULL;
     MPI_Comm_dup(MPI_COMM_WORLD, &c->groups[MT_GROUP_WORLD]);
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->second[MT_GROUP_WORLD]);
     c->grank[MT_GROUP_WORLD] = c->rank;
     c->gsize[MT_GROUP_WORLD] = c->size;
     set_label(c);
@@ -210,7 +217,10 @@ void mt_comm_mesh(MtComm *c, const MtLayout *l)
     for (int g = 0; g < MT_GROUP_WORLD; g++) {
         if (c->groups[g] != MPI_COMM_NULL)
             MPI_Comm_free(&c->groups[g]);
+        if (c->second[g] != MPI_COMM_NULL)
+            MPI_Comm_free(&c->second[g]);
         MPI_Comm_split(MPI_COMM_WORLD, mt_mesh_group_color(l, g, c->rank), c->rank, &c->groups[g]);
+        MPI_Comm_dup(c->groups[g], &c->second[g]);
         MPI_Comm_rank(c->groups[g], &c->grank[g]);
         MPI_Comm_size(c->groups[g], &c->gsize[g]);
     }
@@ -224,9 +234,12 @@ void mt_comm_finalize(MtComm *c)
     c->stop = 1;
     if (c->watchdog_on)
         pthread_join(c->watchdog, NULL);
-    for (int g = 0; g < MT_NGROUPS; g++)
+    for (int g = 0; g < MT_NGROUPS; g++) {
         if (c->groups[g] != MPI_COMM_NULL)
             MPI_Comm_free(&c->groups[g]);
+        if (c->second[g] != MPI_COMM_NULL)
+            MPI_Comm_free(&c->second[g]);
+    }
     free(c->events);
     free(c->scratch);
     free(c);
@@ -519,6 +532,8 @@ MtRequest *mt_iallreduce(MtComm *c, MtGroupKind g, float *buf, int64_t n, int de
         r->buf = buf;
         r->counts = chunk_counts(n, c->gsize[g]);
         r->displs = r->counts + c->gsize[g];
+        MT_ASSERT(c->nqueue < (int)(sizeof c->queue / sizeof c->queue[0]), "too many all-reduces in flight");
+        c->queue[c->nqueue++] = r;
         post_exchange(c, r, buf);
     } else {
         MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->groups[g], &r->req);
@@ -577,47 +592,79 @@ static void finish(MtRequest *r)
     free(r);
 }
 
-/* The current MPI request of r has completed: move to the next phase.  Returns 1 when the
- * whole operation is done. */
-static int advance(MtComm *c, MtRequest *r)
+/* Sums the exchanged rows of a fixed-order reduction whose exchange has completed; a
+ * reduce-scatter is then done, an all-reduce posts its gather (phase 2). */
+static void second_phase(MtComm *c, MtRequest *r)
 {
-    if (r->phase != 1)
-        return 1;
     int N = c->gsize[r->group], me = c->grank[r->group];
     tree_rows(r->rows, r->mine, 0, N);
     if (r->op == MT_OP_REDUCE_SCATTER) {
         memcpy(r->out, r->rows, sizeof(float) * (size_t)r->mine);
         r->phase = 0;
-        return 1;
+        return;
     }
     r->phase = 2;
     MPI_Iallgatherv(r->rows, r->counts[me], MPI_FLOAT, r->buf, r->counts, r->displs, MPI_FLOAT,
-                    c->groups[r->group], &r->req);
+                    c->second[r->group], &r->req);
+}
+
+/* Moves queued all-reduces whose exchange is done to their gather, oldest first; with
+ * upto set, waits until that one has moved. */
+static void drain(MtComm *c, MtRequest *upto)
+{
+    int k = 0;
+    while (k < c->nqueue) {
+        MtRequest *h = c->queue[k];
+        int flag = 0;
+        if (upto)
+            MPI_Wait(&h->req, MPI_STATUS_IGNORE), flag = 1;
+        else
+            MPI_Test(&h->req, &flag, MPI_STATUS_IGNORE);
+        if (!flag)
+            break;
+        second_phase(c, h);
+        k++;
+        if (h == upto)
+            break;
+    }
+    memmove(c->queue, c->queue + k, sizeof(MtRequest *) * (size_t)(c->nqueue - k));
+    c->nqueue -= k;
+}
+
+static int queued(const MtComm *c, const MtRequest *r)
+{
+    for (int i = 0; i < c->nqueue; i++)
+        if (c->queue[i] == r)
+            return 1;
     return 0;
 }
 
 void mt_wait(MtComm *c, MtRequest *r)
 {
     begin(c, r->group, r->op, r->n, -1, 0); /* for the watchdog: what this rank waits on */
-    do
-        MPI_Wait(&r->req, MPI_STATUS_IGNORE);
-    while (!advance(c, r));
+    if (queued(c, r))
+        drain(c, r);
+    MPI_Wait(&r->req, MPI_STATUS_IGNORE);
+    if (r->phase == 1) { /* a reduce-scatter's exchange */
+        second_phase(c, r);
+    }
     inflight = 0;
     finish(r);
 }
 
 int mt_test(MtComm *c, MtRequest *r)
 {
-    for (;;) {
-        int flag = 0;
-        MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE);
-        if (!flag)
-            return 0;
-        if (advance(c, r)) {
-            finish(r);
-            return 1;
-        }
-    }
+    drain(c, NULL);
+    if (queued(c, r))
+        return 0;
+    int flag = 0;
+    MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE);
+    if (!flag)
+        return 0;
+    if (r->phase == 1)
+        second_phase(c, r);
+    finish(r);
+    return 1;
 }
 
 /* ---- trace ---- */
