@@ -2,8 +2,8 @@
 # The data-parallel family reproduces one device.  For DDP (--zero 0), ZeRO-1, ZeRO-2 and
 # FSDP (--zero 3), with N = 2 and 4 ranks and with and without gradient accumulation, the
 # loss sequence, final weights and optimizer state equal the single-rank run's bit for bit
-# (fixed-order reductions; N and M/N powers of two); N = 3, non-power-of-two rounds and
-# MPI's own reductions agree within 1e-5.  The JSON log's mem entries equal the sharding
+# (fixed-order reductions; N a power of two dividing M); N = 3 and MPI's own reductions
+# (round-robin ZeRO-2 / FSDP with M/N not a power of two among them) agree within 1e-5.  The JSON log's mem entries equal the sharding
 # formulas (exactly, in padded units, and within 5% of the ZeRO paper's plus the documented
 # working buffers), its comm entries equal the traffic formulas byte for byte, and an FSDP
 # run saved at step 5 on 2 ranks resumes on 4 ranks with the same sequence.
@@ -46,9 +46,13 @@ for z in 0 1 2 3; do
   train z${z}n3 $eq --batch-size 6 --micro-batch-size 2 --dp 3 --zero $z
   [ -f "$T/ref3.jsonl" ] || train ref3 $eq --batch-size 6 --micro-batch-size 2
   close_run "zero $z, dp 3" "$T/ref3" "$T/z${z}n3"
+  # three micro-batches per rank: not a whole number of rounds-subtrees, so ZeRO-2 and FSDP
+  # take contiguous runs too (full local gradients) and stay exact; --fast-comm goes round-robin
   train z${z}r3 $eq --batch-size 6 --micro-batch-size 1 --dp 2 --zero $z
   [ -f "$T/ref6.jsonl" ] || train ref6 $eq --batch-size 6 --micro-batch-size 1
-  close_run "zero $z, dp 2, 3 micro-batches per rank" "$T/ref6" "$T/z${z}r3"
+  same_run "zero $z, dp 2, 3 micro-batches per rank" "$T/ref6" "$T/z${z}r3"
+  train z${z}r3f $eq --batch-size 6 --micro-batch-size 1 --dp 2 --zero $z --fast-comm
+  close_run "zero $z, dp 2, 3 micro-batches per rank, --fast-comm" "$T/ref6" "$T/z${z}r3f"
   train z${z}fast $eq --batch-size 8 --micro-batch-size 2 --dp 2 --zero $z --fast-comm
   close_run "zero $z, dp 2, --fast-comm" "$T/ref_acc" "$T/z${z}fast"
 done

@@ -349,7 +349,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     int root = !comm || mt_comm_rank(comm) == 0;
     if (comm)
-        mt_dp_configure(&tc, a.dp, a.zero);
+        mt_dp_configure(&tc, a.dp, a.zero, !a.fast_comm);
     if (a.trace && !comm)
         printf("meshtrain train: one rank, no communication: --trace %s is not written\n", a.trace);
     int nranks = comm ? mt_comm_size(comm) : 1;

@@ -316,6 +316,7 @@ void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights 
                        const int32_t *tokens, const MtUnitHooks *h)
 {
     int B = a->B, T = a->T, C = cfg->C, N = B * T, L = cfg->L;
+    hook(h, MT_BACKWARD_BEGIN, L + 1);
     hook(h, MT_GRADS_NEED, L + 1);
     hook(h, MT_GRADS_NEED, 0);
     /* head: dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte */

@@ -112,12 +112,12 @@ int64_t mt_acts_floats(const MtConfig *cfg, int B, int T, int threads);
  *   forward:  PARAMS_NEED 0, then per block l: PARAMS_NEED l, PARAMS_DONE l; PARAMS_NEED L+1
  *             (the tied head uses unit 0, still held); without a backward (dscale 0) then
  *             PARAMS_DONE L+1, PARAMS_DONE 0.
- *   backward: GRADS_NEED L+1, GRADS_NEED 0, head; PARAMS_DONE 0, PARAMS_DONE L+1,
+ *   backward: BACKWARD_BEGIN (unit L+1), GRADS_NEED L+1, GRADS_NEED 0, head; PARAMS_DONE 0, PARAMS_DONE L+1,
  *             GRADS_DONE L+1; per block l = L..1: PARAMS_NEED l, GRADS_NEED l, PARAMS_DONE l,
  *             GRADS_DONE l; encoder; GRADS_DONE 0.
  * After GRADS_DONE u the micro-batch's gradient of unit u is final.  A hook may re-point
  * the unit's views in the MtWeights the pass reads (mt_weights_view_unit). */
-typedef enum { MT_PARAMS_NEED, MT_PARAMS_DONE, MT_GRADS_NEED, MT_GRADS_DONE } MtUnitEvent;
+typedef enum { MT_PARAMS_NEED, MT_PARAMS_DONE, MT_GRADS_NEED, MT_GRADS_DONE, MT_BACKWARD_BEGIN } MtUnitEvent;
 
 typedef struct {
     void (*fn)(void *ctx, MtUnitEvent ev, int unit);

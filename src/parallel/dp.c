@@ -24,18 +24,24 @@ void mt_dp_range(int microbatches, int dp, int dp_rank, int *lo, int *hi)
     *hi = *lo + per;
 }
 
-void mt_dp_configure(MtTrainConfig *tc, int N, int zero)
+int mt_dp_contiguous(int zero, int det, int N, int microbatches)
 {
-    int M = tc->batch / tc->micro;
+    int R = microbatches / N;
+    return zero <= 1 || (det && (R & (R - 1)) != 0);
+}
+
+void mt_dp_configure(MtTrainConfig *tc, int N, int zero, int det)
+{
+    int M = tc->batch / tc->micro, contig = mt_dp_contiguous(zero, det, N, M);
     tc->unit_align = mt_shard_align(N);
     int np = mt_param_count(&tc->cfg);
     MtParam *t = calloc((size_t)np, sizeof *t);
     MT_ASSERT(t, "out of memory");
     int64_t S = mt_param_table_aligned(&tc->cfg, t, tc->unit_align) / N;
     free(t);
-    tc->tree_span = zero >= 2 ? 1 : M / N;
+    tc->tree_span = contig ? M / N : 1;
     tc->optim_len = zero >= 1 ? S : 0;
-    tc->grads_len = zero >= 2 ? S : 0;
+    tc->grads_len = contig ? 0 : S;
     tc->params_len = zero >= 3 ? S : 0;
 }
 
@@ -103,6 +109,7 @@ MtStatus mt_dp_init(MtDp *dp, MtTrainer *tr, MtComm *c, const MtDpOptions *o)
     dp->rank = mt_comm_group_rank(c, MT_GROUP_DP);
     dp->M = tr->tc.batch / tr->tc.micro;
     dp->rounds = dp->M / dp->N;
+    dp->contig = mt_dp_contiguous(o->zero, o->det, dp->N, dp->M);
     MT_ASSERT(mt_shard_map(tr->unit_lo, tr->unit_hi, tr->nunits, dp->N, dp->rank, &dp->map) == 0,
               "the trainer was not configured for %d data-parallel ranks (mt_dp_configure)", dp->N);
     dp->piece = mt_piece_floats(dp->N, DP_PIECE_FLOATS);
@@ -125,7 +132,7 @@ void mt_dp_step(MtDp *dp, const MtTokens *data, MtStepStats *st)
     MtTrainer *tr = dp->tr;
     const MtTrainConfig *tc = &tr->tc;
     dp->comm_s = 0.0;
-    if (dp->o.zero >= 2) {
+    if (!dp->contig) {
         mt_zero_step(dp, data, st);
         return;
     }

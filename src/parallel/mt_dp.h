@@ -52,6 +52,7 @@ typedef struct {
     MtComm *c;
     MtDpOptions o;
     int N, rank, M, rounds;
+    int contig; /* contiguous runs with full local gradients (DDP, ZeRO-1, exact fallback) */
     MtShardMap map;
     /* DDP */
     int nbuckets, bfirst[MT_MAX_UNITS], blast[MT_MAX_UNITS];
@@ -82,9 +83,13 @@ typedef struct {
 /* MT_EINPUT unless dp divides the step's micro-batches. */
 MtStatus mt_dp_check(int dp, int microbatches);
 void mt_dp_range(int microbatches, int dp, int dp_rank, int *lo, int *hi);
+/* Whether a layout takes contiguous runs with full local gradients: DDP and ZeRO-1 always;
+ * ZeRO-2 and FSDP when the fixed order is asked for and M/N is not a power of two (round-
+ * robin would not be bit-exact there), at the cost of full-size gradient buffers. */
+int mt_dp_contiguous(int zero, int det, int N, int microbatches);
 /* Sets the trainer configuration for N ranks and a ZeRO stage (padding, shard lengths,
  * tree span) before mt_trainer_init. */
-void mt_dp_configure(MtTrainConfig *tc, int N, int zero);
+void mt_dp_configure(MtTrainConfig *tc, int N, int zero, int det);
 /* After mt_trainer_init on the configured tc: buffers, hooks, and (FSDP) the parameter
  * shard's initialisation.  MT_ENOMEM on failure. */
 MtStatus mt_dp_init(MtDp *dp, MtTrainer *tr, MtComm *c, const MtDpOptions *o);
@@ -101,7 +106,7 @@ double mt_dp_clock(MtDp *dp, double since); /* adds now - since to comm_s; retur
 void mt_dp_poll(MtDp *dp);
 void mt_dp_wait(MtDp *dp, MtRequest *r);
 void mt_zero_step(MtDp *dp, const MtTokens *data, MtStepStats *st);
-void mt_zero_contiguous_finish(MtDp *dp, MtStepStats *st); /* ZeRO-1 after the local tree */
+void mt_zero_contiguous_finish(MtDp *dp, MtStepStats *st); /* after the local tree */
 MtStatus mt_zero_init(MtDp *dp);
 void mt_zero_free(MtDp *dp);
 

@@ -21,7 +21,7 @@ static int slot_of(const MtDp *dp, int unit)
 /* this rank's chunk of unit u in each array */
 static float *grad_chunk(MtDp *dp, int u)
 {
-    return dp->o.zero == 1 ? dp->tr->grads + mt_shard_chunk_lo(&dp->map, u) : dp->tr->grads + dp->map.shard_off[u];
+    return dp->contig ? dp->tr->grads + mt_shard_chunk_lo(&dp->map, u) : dp->tr->grads + dp->map.shard_off[u];
 }
 
 static float *param_chunk(MtDp *dp, int u)
@@ -82,8 +82,9 @@ static void gather_params(MtDp *dp)
     mt_dp_clock(dp, t);
 }
 
-/* ZeRO-1: the rank's local tree is in tr->grads; reduce-scatter unit by unit into the rank's
- * chunks (in place, through the stage buffer), update them, gather the parameters. */
+/* ZeRO-1 (and ZeRO-2 / FSDP on contiguous runs): the rank's local tree is in tr->grads;
+ * reduce-scatter unit by unit into the rank's chunks (in place, through the stage buffer),
+ * update them, gather the parameters (FSDP keeps its shard). */
 void mt_zero_contiguous_finish(MtDp *dp, MtStepStats *st)
 {
     const MtShardMap *m = &dp->map;
@@ -94,7 +95,8 @@ void mt_zero_contiguous_finish(MtDp *dp, MtStepStats *st)
     }
     mt_dp_clock(dp, t);
     sharded_update(dp, st);
-    gather_params(dp);
+    if (dp->o.zero <= 2)
+        gather_params(dp);
 }
 
 /* ---- ZeRO-2 / FSDP: unit events ---- */
@@ -151,11 +153,6 @@ static void grads_need(MtDp *dp, int u)
     }
     memset(dp->ugrad[s], 0, sizeof(float) * (size_t)dp->map.len[u]);
     mt_weights_view_unit(&tr->tc.cfg, tr->table, tr->nparams, u, dp->ugrad[s], &dp->gview);
-    if (u == dp->map.nunits - 1 && dp->o.zero == 3) { /* backward begins: fetch the last block */
-        dp->backward = 1;
-        if (tr->tc.cfg.L >= 1)
-            start_gather(dp, tr->tc.cfg.L);
-    }
 }
 
 static void grads_done(MtDp *dp, int u)
@@ -192,11 +189,20 @@ static void zero_hook(void *ctx, MtUnitEvent ev, int unit)
         if (dp->o.zero == 3)
             params_done(dp, unit);
         break;
-    case MT_GRADS_NEED:
-        grads_need(dp, unit);
+    case MT_BACKWARD_BEGIN: /* the blocks come in reverse now: fetch the last one */
+        if (dp->o.zero == 3) {
+            dp->backward = 1;
+            if (dp->tr->tc.cfg.L >= 1)
+                start_gather(dp, dp->tr->tc.cfg.L);
+        }
+        break;
+    case MT_GRADS_NEED: /* on contiguous runs the trainer's full buffers take the gradients */
+        if (!dp->contig)
+            grads_need(dp, unit);
         break;
     case MT_GRADS_DONE:
-        grads_done(dp, unit);
+        if (!dp->contig)
+            grads_done(dp, unit);
         break;
     }
 }
@@ -285,28 +291,29 @@ MtStatus mt_zero_init(MtDp *dp)
         dp->slot_unit[s] = -1;
     if (z == 0)
         return MT_OK;
-    if (z == 1) {
+    int64_t lens[4] = {m->len[0], m->len[last], m->max_block_len, m->max_block_len};
+    for (int s = 0; s < 4; s++)
+        dp->ugrad_len[s] = lens[s];
+    if (dp->contig) {
         for (int u = 0; u < m->nunits; u++)
             dp->stage_len = m->chunk[u] > dp->stage_len ? m->chunk[u] : dp->stage_len;
         if (!(dp->stage = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)dp->stage_len)))
             goto oom;
-        return MT_OK;
+    } else {
+        for (int s = 0; s < 4; s++)
+            if (lens[s] && !(dp->ugrad[s] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)lens[s])))
+                goto oom;
+        dp->nrtmp = depth_of(dp->rounds);
+        for (int d = 0; d < dp->nrtmp; d++)
+            if (!(dp->rtmp[d] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)m->shard_len)))
+                goto oom;
+        dp->leaf_loss = calloc(2 * (size_t)dp->M, sizeof(float));
+        if (!dp->leaf_loss)
+            goto oom;
     }
-    int64_t lens[4] = {m->len[0], m->len[last], m->max_block_len, m->max_block_len};
-    for (int s = 0; s < 4; s++) {
-        dp->ugrad_len[s] = lens[s];
-        if (lens[s] && !(dp->ugrad[s] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)lens[s])))
+    for (int s = 0; z == 3 && s < 4; s++)
+        if (lens[s] && !(dp->pslot[s] = mt_mem_alloc(&tr->mem, MT_MEM_PARAMS, sizeof(float) * (size_t)lens[s])))
             goto oom;
-        if (z == 3 && lens[s] && !(dp->pslot[s] = mt_mem_alloc(&tr->mem, MT_MEM_PARAMS, sizeof(float) * (size_t)lens[s])))
-            goto oom;
-    }
-    dp->nrtmp = depth_of(dp->rounds);
-    for (int d = 0; d < dp->nrtmp; d++)
-        if (!(dp->rtmp[d] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)m->shard_len)))
-            goto oom;
-    dp->leaf_loss = calloc(2 * (size_t)dp->M, sizeof(float));
-    if (!dp->leaf_loss)
-        goto oom;
     if (z == 3) {
         tr->hooks = (MtUnitHooks){zero_hook, dp}; /* evaluation passes gather too */
         /* each rank initialises exactly its chunks: init is a pure function of the index */

@@ -157,16 +157,25 @@ static void spine_hook(void *ctx, MtUnitEvent ev, int unit)
     tr->hooks.fn(tr->hooks.ctx, ev, unit);
 }
 
+/* Leaves other than the last: the technique sees the parameter events only (its gradient
+ * events belong to the last leaf, whose sums finish the range). */
+static void params_only_hook(void *ctx, MtUnitEvent ev, int unit)
+{
+    MtTrainer *tr = ctx;
+    if (ev == MT_PARAMS_NEED || ev == MT_PARAMS_DONE || ev == MT_BACKWARD_BEGIN)
+        tr->hooks.fn(tr->hooks.ctx, ev, unit);
+}
+
 /* S(lo, hi) of the header comment, written into gbuf; returns the loss of the subtree.
  * spine: this call is on the right spine of the whole range (its last leaf is the range's). */
 static float accumulate(MtTrainer *tr, int lo, int hi, float *gbuf, int depth, int spine)
 {
     int hooked = spine && tr->hooks.fn;
     if (hi - lo == 1) {
-        if (!hooked)
+        if (!tr->hooks.fn)
             return mt_trainer_micro_grad(tr, lo, gbuf);
         MtWeights g;
-        MtUnitHooks h = {spine_hook, tr};
+        MtUnitHooks h = {hooked ? spine_hook : params_only_hook, tr};
         memset(gbuf, 0, sizeof(float) * (size_t)tr->nfloats);
         mt_weights_view(&tr->tc.cfg, tr->table, gbuf, &g);
         tr->nspine = depth;
