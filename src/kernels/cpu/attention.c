@@ -15,25 +15,48 @@
 
 int64_t mt_attention_scratch_floats(int T) { return (int64_t)T * T; }
 
-/* row[0..n) <- softmax(row[0..n)), row[n..T) <- 0.  The sum runs over 16 interleaved
- * lanes combined in a fixed tree, so it vectorises and stays the same on every machine. */
-static inline void softmax_causal_row(float *row, int n, int T)
+/* row[0..n) <- softmax(row[0..n)), row[n..end) <- 0.  The sum runs over 16 interleaved
+ * lanes combined in a fixed tree (element j in lane j % 16, as mt_sum_fixed), so it
+ * vectorises and stays the same on every machine; exp and the sum share one pass. */
+static inline void softmax_causal_row(float *row, int n, int end)
 {
-    float mx = row[0];
-    for (int j = 1; j < n; j++)
+    int j = 0;
+    mt_v8 m0 = {0}, m1;
+    m0 += row[0];
+    m1 = m0;
+    for (; j + MT_LANES <= n; j += MT_LANES) {
+        m0 = mt_v8_max(m0, mt_v8_load(row + j));
+        m1 = mt_v8_max(m1, mt_v8_load(row + j + 8));
+    }
+    float t[MT_LANES];
+    mt_v8_store(t, mt_v8_max(m0, m1));
+    float mx = t[0];
+    for (int k = 1; k < 8; k++)
+        mx = t[k] > mx ? t[k] : mx;
+    for (; j < n; j++)
         mx = row[j] > mx ? row[j] : mx;
-    for (int j = 0; j < n; j++)
-        row[j] = mt_expf_inl(row[j] - mx);
-    float inv = 1.0f / mt_sum_fixed(row, n);
-    int j;
+    mt_v8 lo = {0}, hi = {0};
+    for (j = 0; j + MT_LANES <= n; j += MT_LANES) {
+        mt_v8 a = mt_expf_v8(mt_v8_load(row + j) - mx), b = mt_expf_v8(mt_v8_load(row + j + 8) - mx);
+        mt_v8_store(row + j, a);
+        mt_v8_store(row + j + 8, b);
+        lo += a;
+        hi += b;
+    }
+    memset(t, 0, sizeof t);
+    for (int k = 0; j + k < n; k++)
+        row[j + k] = t[k] = mt_expf_inl(row[j + k] - mx);
+    lo += mt_v8_load(t);
+    hi += mt_v8_load(t + 8);
+    float inv = 1.0f / mt_lanes_reduce(lo, hi);
     for (j = 0; j < n; j++)
         row[j] *= inv;
-    for (j = n; j < T; j++)
+    for (j = n; j < end; j++)
         row[j] = 0.0f;
 }
 
-/* drow[0..n) <- prow * (drow - <prow, drow>), drow[n..T) <- 0 (softmax backward) */
-static inline void softmax_backward_row(float *drow, const float *prow, int n, int T)
+/* drow[0..n) <- prow * (drow - <prow, drow>), drow[n..end) <- 0 (softmax backward) */
+static inline void softmax_backward_row(float *drow, const float *prow, int n, int end)
 {
     mt_v8 lo = {0}, hi = {0};
     int j = 0;
@@ -49,7 +72,7 @@ static inline void softmax_backward_row(float *drow, const float *prow, int n, i
     float dot = mt_lanes_reduce(lo, hi);
     for (j = 0; j < n; j++)
         drow[j] = prow[j] * (drow[j] - dot);
-    for (j = n; j < T; j++)
+    for (j = n; j < end; j++)
         drow[j] = 0.0f;
 }
 
@@ -73,8 +96,8 @@ void mt_attention_forward(float *out, float *att, const float *qkv, int B, int T
             /* scores [r0,r1) x [0,r1) = scale * q @ k^T, softmax, then y = p @ v */
             mt_gemm(0, 1, rb, r1, hs, scale, q + (int64_t)r0 * C3, C3, k, C3, 0.0f,
                     p + (int64_t)r0 * T, T, 1);
-            for (int t = r0; t < r1; t++)
-                softmax_causal_row(p + (int64_t)t * T, t + 1, T);
+            for (int t = r0; t < r1; t++) /* later blocks read this row up to r1 only */
+                softmax_causal_row(p + (int64_t)t * T, t + 1, r1);
             mt_gemm(0, 0, rb, hs, r1, 1.0f, p + (int64_t)r0 * T, T, v, C3, 0.0f,
                     y + (int64_t)r0 * C, C, 1);
         }
@@ -102,7 +125,7 @@ void mt_attention_backward(float *dqkv, float *scratch, const float *dout, const
             mt_gemm(0, 1, rb, r1, hs, 1.0f, dy + (int64_t)r0 * C, C, v, C3, 0.0f,
                     ds + (int64_t)r0 * T, T, 1);
             for (int t = r0; t < r1; t++)
-                softmax_backward_row(ds + (int64_t)t * T, p + (int64_t)t * T, t + 1, T);
+                softmax_backward_row(ds + (int64_t)t * T, p + (int64_t)t * T, t + 1, r1);
             mt_gemm(0, 0, rb, hs, r1, scale, ds + (int64_t)r0 * T, T, k, C3, 0.0f,
                     dq + (int64_t)r0 * C3, C3, 1);
         }

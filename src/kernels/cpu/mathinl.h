@@ -41,6 +41,30 @@ static inline mt_v8 mt_v8_load(const float *p)
     return v;
 }
 
+static inline void mt_v8_store(float *p, mt_v8 v) { memcpy(p, &v, sizeof v); }
+
+typedef int32_t mt_i8 __attribute__((vector_size(32)));
+
+/* lane-wise max (exact, so the order of a max reduction never matters) */
+static inline mt_v8 mt_v8_max(mt_v8 a, mt_v8 b)
+{
+    mt_i8 m = a > b;
+    return (mt_v8)((m & (mt_i8)a) | (~m & (mt_i8)b));
+}
+
+/* mt_expf_inl on 8 lanes: the same operations, so the same bits */
+static inline mt_v8 mt_expf_v8(mt_v8 x)
+{
+    mt_v8 zero = {0}, lo = zero - 87.0f, hi = zero + 80.0f;
+    x = mt_v8_max(x, lo);
+    x = -mt_v8_max(-x, -hi);
+    mt_v8 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    mt_v8 r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    mt_v8 p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    mt_i8 bits = (__builtin_convertvector(n, mt_i8) + 127) << 23;
+    return p * (mt_v8)bits;
+}
+
 /* the fixed tree over 16 lanes held as lo (lanes 0-7) and hi (lanes 8-15) */
 static inline float mt_lanes_reduce(mt_v8 lo, mt_v8 hi)
 {
