@@ -139,15 +139,18 @@ def main():
                 median_of(runs["pytorch"], "tokens_per_s")
             mt_ms, floor = median_of(runs["meshtrain"], "ms_per_step"), \
                 median_of(runs["meshtrain"], "floor_ms")
+            least = median_of(runs["meshtrain"], "least_floor_ms")
+            pt_ms = median_of(runs["pytorch"], "ms_per_step")
             rows.append([cfg, str(threads), fmt(mt_ms), fmt(mt_tok, 0),
                          fmt(median_of(runs["pytorch"], "ms_per_step")), fmt(pt_tok, 0),
                          fmt(mt_tok / pt_tok if mt_tok and pt_tok else None, 2),
                          fmt(mt_ms / floor if mt_ms and floor else None, 2),
+                         fmt(pt_ms / least if pt_ms and least else None, 2),
                          fmt(median_of(runs["meshtrain"], "peak_rss_mb"), 0),
                          fmt(median_of(runs["pytorch"], "peak_rss_mb"), 0)])
 
     header = ["config", "threads", "meshtrain ms/step", "meshtrain tok/s", "pytorch ms/step",
-              "pytorch tok/s", "ratio (mt/pt tok/s)", "meshtrain / floor",
+              "pytorch tok/s", "ratio (mt/pt tok/s)", "meshtrain / floor", "ceiling (pt / least floor)",
               "meshtrain RSS MB", "pytorch RSS MB"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]

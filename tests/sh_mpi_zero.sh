@@ -6,7 +6,7 @@
 # (round-robin ZeRO-2 / FSDP with M/N not a power of two among them) agree within 1e-5.  The JSON log's mem entries equal the sharding
 # formulas (exactly, in padded units, and within 5% of the ZeRO paper's plus the documented
 # working buffers), its comm entries equal the traffic formulas byte for byte, and an FSDP
-# run saved at step 5 on 2 ranks resumes on 4 ranks with the same sequence.
+# run saved at step 10 on 2 ranks resumes on 4 ranks with the same sequence.
 source "$(dirname "$0")/lib.sh"
 make_text "$T/text.txt"
 $MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
@@ -28,7 +28,7 @@ train() { # name args...: a run logging to $T/name.jsonl and saving $T/name
 }
 base="--data $T/data --layers 2 --heads 2 --dim 32 --seq-len 32 --warmup 2 --lr 3e-3 --eval-every 0
       --log-every 0 --seed 7 --threads 1 --bucket-mb 0.05"
-eq="$base --steps 5"
+eq="$base --steps 20"
 
 # ---- equivalence: accumulation (batch 8 of micro 2: M = 4) and none (micro 8/N: M = N) ----
 train ref_acc $eq --batch-size 8 --micro-batch-size 2
@@ -102,13 +102,13 @@ for n in 1 2 4 8; do
   done
 done
 
-# ---- resume on another layout: FSDP on 2 ranks to step 5, then 4 ranks to step 10 ----
-run="$base --batch-size 8 --micro-batch-size 2 --steps 10"
+# ---- resume on another layout: FSDP on 2 ranks to step 10, then 4 ranks to step 20 ----
+run="$base --batch-size 8 --micro-batch-size 2 --steps 20"
 train straight $run
-train first $run --dp 2 --zero 3 --exit-interval 5
+train first $run --dp 2 --zero 3 --exit-interval 10
 $MT_BIN train --data "$T/data" --threads 1 --eval-every 0 --log-every 0 --dp 4 --zero 3 --resume "$T/first" --log-json "$T/first.jsonl" --save "$T/second" \
   > "$T/second.out" 2>&1 || fail "resume on 4 ranks: $(tail -3 "$T/second.out")"
-[ "$(losses "$T/first.jsonl" | wc -l)" -eq 10 ] && cmp -s <(losses "$T/straight.jsonl") <(losses "$T/first.jsonl") \
+[ "$(losses "$T/first.jsonl" | wc -l)" -eq 20 ] && cmp -s <(losses "$T/straight.jsonl") <(losses "$T/first.jsonl") \
   && cmp -s "$T/straight/model.safetensors" "$T/second/model.safetensors" && pass \
   || fail "FSDP 2 -> 4 ranks resume differs: $(losses "$T/straight.jsonl" | tr '\n' ' ') vs $(losses "$T/first.jsonl" | tr '\n' ' ')"
 $MT_BIN eval --ckpt "$T/second" --data "$T/data/val.bin" > "$T/eval.out" 2>&1 && grep -q '^loss ' "$T/eval.out" && pass \
