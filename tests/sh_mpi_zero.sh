@@ -6,7 +6,8 @@
 # (round-robin ZeRO-2 / FSDP with M/N not a power of two among them) agree within 1e-5.  The JSON log's mem entries equal the sharding
 # formulas (exactly, in padded units, and within 5% of the ZeRO paper's plus the documented
 # working buffers), its comm entries equal the traffic formulas byte for byte, and an FSDP
-# run saved at step 10 on 2 ranks resumes on 4 ranks with the same sequence.
+# run saved at step 10 on 2 ranks resumes on 4 ranks with the same sequence.  Hybrid
+# sharding (4 ranks as 2 copies of 2) is bit-exact too and holds per rank what 2 ranks do.
 source "$(dirname "$0")/lib.sh"
 make_text "$T/text.txt"
 $MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
@@ -56,6 +57,19 @@ for z in 0 1 2 3; do
   train z${z}fast $eq --batch-size 8 --micro-batch-size 2 --dp 2 --zero $z --fast-comm
   close_run "zero $z, dp 2, --fast-comm" "$T/ref_acc" "$T/z${z}fast"
 done
+
+# ---- hybrid sharding: 4 ranks as 2 copies of 2; a copy holds what 2 ranks hold ----
+mem_of() { tail -1 "$1" | grep -o "\"$2\": [0-9]*" | head -1 | cut -d' ' -f2; }
+for z in 1 2 3; do
+  train hy$z $eq --batch-size 8 --micro-batch-size 2 --dp 4 --shard-size 2 --zero $z --check-collectives
+  same_run "zero $z, dp 4 in copies of 2" "$T/ref_acc" "$T/hy$z"
+  for k in params optimizer; do
+    [ "$(mem_of "$T/hy$z.jsonl" $k)" = "$(mem_of "$T/z${z}n2_acc.jsonl" $k)" ] && pass \
+      || fail "zero $z hybrid: $k $(mem_of "$T/hy$z.jsonl" $k) bytes, 2 ranks hold $(mem_of "$T/z${z}n2_acc.jsonl" $k)"
+  done
+done
+expect_bad_input "--shard-size not dividing --dp" $MT_BIN train $eq --batch-size 8 --dp 4 --zero 3 --shard-size 3
+expect_bad_input "--shard-size with DDP" $MT_BIN train $eq --batch-size 8 --dp 4 --shard-size 2
 
 # ---- memory and traffic: a model whose padding is small (units padded to N * 512 floats) ----
 V=256; S=32; C=128; L=2

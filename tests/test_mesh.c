@@ -23,6 +23,8 @@ static int brute(const MtLayout *l, MtGroupKind k, int r, int *out)
         case MT_GROUP_EMBED:
             in = (cp == 0 || cp == l->pp - 1) ? sd == cd && st == ct && (sp == 0 || sp == l->pp - 1) : s == r;
             break;
+        case MT_GROUP_DP_SHARD: in = sp == cp && st == ct && sd / mt_mesh_shard(l) == cd / mt_mesh_shard(l); break;
+        case MT_GROUP_DP_REPLICA: in = sp == cp && st == ct && sd % mt_mesh_shard(l) == cd % mt_mesh_shard(l); break;
         default: in = 1;
         }
         if (in)
@@ -66,10 +68,14 @@ int main(void)
     for (int dp = 1; dp <= 64; dp++)
         for (int tp = 1; dp * tp <= 64; tp++)
             for (int pp = 1; dp * tp * pp <= 64; pp++) {
-                MtLayout l = {dp, tp, pp};
-                int bad = check_layout(&l, 1);
-                CHECK(bad == 0, "layout dp %d tp %d pp %d: %d mismatches", dp, tp, pp, bad);
-                layouts++;
+                for (int S = 0; S <= dp; S++) { /* every shard size that divides dp */
+                    if (S > 0 && dp % S != 0)
+                        continue;
+                    MtLayout l = {dp, tp, pp, S};
+                    int bad = check_layout(&l, 1);
+                    CHECK(bad == 0, "layout dp %d tp %d pp %d shard %d: %d mismatches", dp, tp, pp, S, bad);
+                    layouts++;
+                }
             }
     MtLayout big[] = {{8, 16, 32}, {64, 8, 8}, {1, 8, 512}, {4096, 1, 1}};
     for (int i = 0; i < 4; i++)
@@ -94,13 +100,17 @@ int main(void)
         {{0, 1, 1}, 0, 4, 4, 0, "1f1b", "every degree must be >= 1"},
         {{1, 1, 1}, 1, 4, 4, 4, "1f1b", "must be 0, 1, 2 or 3"},
         {{1, 1, 1}, 1, 4, 4, 0, "spiral", "must be naive, gpipe"},
+        {{4, 1, 1, 3}, 4, 4, 4, 3, "1f1b", "--shard-size 3 must divide --dp 4"},
+        {{4, 1, 1, 2}, 4, 4, 4, 0, "1f1b", "needs --zero 1, 2 or 3"},
     };
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 8; i++) {
         MtStatus s = mt_layout_check(&bad[i].l, bad[i].world, bad[i].heads, bad[i].layers, bad[i].zero,
                                      bad[i].sched);
         CHECK(s == MT_EINPUT && strstr(mt_error_msg(), bad[i].want), "refusal %d: %s", i, mt_error_msg());
     }
     MtLayout ok = {2, 2, 2};
     CHECK(mt_layout_check(&ok, 8, 4, 4, 3, "zb") == MT_OK, "a valid layout passes");
+    MtLayout hybrid = {4, 2, 1, 2};
+    CHECK(mt_layout_check(&hybrid, 8, 4, 4, 3, "1f1b") == MT_OK, "a hybrid-sharded layout passes");
     return mt_test_done("test_mesh");
 }

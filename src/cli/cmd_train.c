@@ -23,7 +23,7 @@ typedef struct {
     const char *data, *save, *resume, *log_json, *trace;
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
-    int dp, tp, pp, zero, microbatches, vstages, seqpar, recompute, deterministic, check_coll, fast_comm;
+    int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, recompute, deterministic, check_coll, fast_comm;
     float comm_timeout, bucket_mb;
     const char *schedule;
     uint64_t seed;
@@ -33,7 +33,7 @@ typedef struct {
  * stage and schedule are checked against the model by mt_layout_check (mt_mesh.h). */
 static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
 {
-    MtLayout l = {.dp = a->dp, .tp = a->tp, .pp = a->pp};
+    MtLayout l = {.dp = a->dp, .tp = a->tp, .pp = a->pp, .shard = a->shard};
     int world = a->dp > 0 && a->tp > 0 && a->pp > 0 ? a->dp * a->tp * a->pp : 0;
     MtStatus s = mt_layout_check(&l, world, cfg->NH, cfg->L, a->zero, a->schedule);
     if (s != MT_OK)
@@ -101,7 +101,8 @@ static void rank_fields(const MtTrainer *tr, const MtComm *c, const MtDp *dp, in
     f[2] = m->peak[MT_MEM_OPTIM];
     f[3] = m->peak[MT_MEM_ACTS];
     f[4] = m->total_peak;
-    f[5] = c ? mt_comm_group_bytes(c, MT_GROUP_DP) : 0;
+    f[5] = c ? mt_comm_group_bytes(c, MT_GROUP_DP) + mt_comm_group_bytes(c, MT_GROUP_DP_SHARD) +
+                   mt_comm_group_bytes(c, MT_GROUP_DP_REPLICA) : 0;
     f[6] = c ? mt_comm_group_bytes(c, MT_GROUP_TP) : 0;
     f[7] = c ? mt_comm_group_bytes(c, MT_GROUP_PP) : 0;
     f[8] = dp ? (int64_t)(dp->comm_s * 1e6) : 0; /* microseconds */
@@ -171,7 +172,8 @@ static int save(MtTrainer *tr, MtDp *dp, const char *dir, int root)
 static int summary(MtComm *c, const char *trace, int root)
 {
     int N = mt_comm_size(c);
-    int64_t mine[3] = {mt_comm_total_bytes(c, MT_GROUP_DP), mt_comm_total_bytes(c, MT_GROUP_TP),
+    int64_t mine[3] = {mt_comm_total_bytes(c, MT_GROUP_DP) + mt_comm_total_bytes(c, MT_GROUP_DP_SHARD) +
+                           mt_comm_total_bytes(c, MT_GROUP_DP_REPLICA), mt_comm_total_bytes(c, MT_GROUP_TP),
                        mt_comm_total_bytes(c, MT_GROUP_PP)};
     int64_t *all = calloc((size_t)N * 3, sizeof(int64_t));
     MT_ASSERT(all, "out of memory");
@@ -235,6 +237,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"tp", FLAG_INT, &a.tp, "tensor-parallel degree"},
         {"pp", FLAG_INT, &a.pp, "pipeline-parallel degree"},
         {"zero", FLAG_INT, &a.zero, "ZeRO stage: 0 DDP, 1 optimizer state, 2 + gradients, 3 FSDP (+ parameters)"},
+        {"shard-size", FLAG_INT, &a.shard, "hybrid sharding: shard over groups of this many dp ranks, replicate across them (0: all)"},
         {"bucket-mb", FLAG_FLOAT, &a.bucket_mb, "DDP gradient bucket size in MiB (0: one bucket per unit)"},
         {"schedule", FLAG_STR, &a.schedule, "pipeline schedule: naive gpipe 1f1b interleaved zb"},
         {"microbatches", FLAG_INT, &a.microbatches, "pipeline micro-batches"},
@@ -338,7 +341,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (mt_launched_by_mpi()) {
         MtCommOptions opt = {.check = a.check_coll, .timeout_s = a.comm_timeout, .trace = a.trace != NULL};
         comm = mt_comm_init(&full_argc, &full_argv, &opt);
-        MtLayout l = {.dp = a.dp, .tp = a.tp, .pp = a.pp};
+        MtLayout l = {.dp = a.dp, .tp = a.tp, .pp = a.pp, .shard = a.shard};
         if ((s = mt_layout_check(&l, mt_comm_size(comm), tc.cfg.NH, tc.cfg.L, a.zero, a.schedule)) != MT_OK) {
             if (mt_comm_rank(comm) == 0)
                 fprintf(stderr, "meshtrain train: %s (started with mpirun -np %d)\n", mt_error_msg(),
@@ -349,7 +352,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     int root = !comm || mt_comm_rank(comm) == 0;
     if (comm)
-        mt_dp_configure(&tc, a.dp, a.zero, !a.fast_comm);
+        mt_dp_configure(&tc, a.dp, a.shard, a.zero, !a.fast_comm);
     if (a.trace && !comm)
         printf("meshtrain train: one rank, no communication: --trace %s is not written\n", a.trace);
     int nranks = comm ? mt_comm_size(comm) : 1;
@@ -361,7 +364,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
         goto out_data;
     }
     if (comm) {
-        MtDpOptions o = {.zero = a.zero, .det = !a.fast_comm, .bucket_bytes = (int64_t)(a.bucket_mb * 1048576.0)};
+        MtDpOptions o = {.zero = a.zero, .det = !a.fast_comm, .bucket_bytes = (int64_t)(a.bucket_mb * 1048576.0),
+                         .shard = a.shard};
         if ((s = mt_dp_init(&dpe, &tr, comm, &o)) != MT_OK) {
             rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
             goto out_trainer;
@@ -399,8 +403,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
         freopen("/dev/null", "w", stdout); /* rank 0 speaks for the job; errors still reach stderr */
     static const char *zero_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "FSDP (ZeRO-3)"};
     if (comm)
-        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), %s, %s reductions\n", nranks, a.dp, a.tp, a.pp,
-               zero_names[a.zero], a.fast_comm ? "fast" : "fixed-order");
+        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), %s%s, %s reductions\n", nranks, a.dp, a.tp, a.pp,
+               zero_names[a.zero], a.shard > 0 && a.shard < a.dp ? " sharded within copies of --shard-size ranks" : "",
+               a.fast_comm ? "fast" : "fixed-order");
     printf("meshtrain train: %d layers, %d heads, width %d, context %d, vocab %d: %.2fM parameters\n",
            tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.T, tc.cfg.V, tr.nfloats / 1e6);
     printf("  batch %d x %d tokens (micro-batch %d), %d steps from step %lld, %d threads, %s\n",

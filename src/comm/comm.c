@@ -98,7 +98,7 @@ static int put_int(char *b, int at, int cap, int64_t v)
 static int inflight_message(char *b, int cap)
 {
     static const char *ops[MT_NOPS] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "send", "recv"};
-    static const char *groups[MT_NGROUPS] = {"tp", "dp", "pp", "embed", "world"};
+    static const char *groups[MT_NGROUPS] = {"tp", "dp", "pp", "embed", "dp_shard", "dp_replica", "world"};
     int at = put_str(b, 0, cap, label_copy);
     at = put_str(b, at, cap, " waiting in ");
     at = put_str(b, at, cap, ops[inflight_op]);

@@ -47,6 +47,18 @@ int mt_mesh_group(const MtLayout *l, MtGroupKind kind, int rank, int *members, i
         if (l->pp > 1)
             ADD(((MtCoords){l->pp - 1, c.dp, c.tp}));
         break;
+    case MT_GROUP_DP_SHARD: {
+        int S = mt_mesh_shard(l), g0 = c.dp / S * S;
+        for (int i = 0; i < S; i++)
+            ADD(((MtCoords){c.pp, g0 + i, c.tp}));
+        break;
+    }
+    case MT_GROUP_DP_REPLICA: {
+        int S = mt_mesh_shard(l);
+        for (int i = c.dp % S; i < l->dp; i += S)
+            ADD(((MtCoords){c.pp, i, c.tp}));
+        break;
+    }
     case MT_GROUP_WORLD:
     default:
         for (int i = 0; i < mt_mesh_size(l); i++)
@@ -68,13 +80,15 @@ int mt_mesh_group_color(const MtLayout *l, MtGroupKind kind, int rank)
     case MT_GROUP_PP: return c.dp * l->tp + c.tp;
     case MT_GROUP_EMBED: /* middle stages are in no embedding group of their own: alone */
         return (c.pp == 0 || c.pp == l->pp - 1) ? c.dp * l->tp + c.tp : l->dp * l->tp + rank;
+    case MT_GROUP_DP_SHARD: return (c.pp * l->tp + c.tp) * l->dp + c.dp / mt_mesh_shard(l);
+    case MT_GROUP_DP_REPLICA: return (c.pp * l->tp + c.tp) * l->dp + c.dp % mt_mesh_shard(l);
     default: return 0;
     }
 }
 
 const char *mt_group_name(MtGroupKind kind)
 {
-    static const char *names[MT_NGROUPS] = {"tp", "dp", "pp", "embed", "world"};
+    static const char *names[MT_NGROUPS] = {"tp", "dp", "pp", "embed", "dp_shard", "dp_replica", "world"};
     return kind < MT_NGROUPS ? names[kind] : "?";
 }
 
@@ -94,6 +108,11 @@ MtStatus mt_layout_check(const MtLayout *l, int world, int heads, int layers, in
         return mt_error(MT_EINPUT, "layout --pp %d is more pipeline stages than the %d layers", l->pp, layers);
     if (zero < 0 || zero > 3)
         return mt_error(MT_EINPUT, "--zero %d: the stage must be 0, 1, 2 or 3", zero);
+    if (l->shard < 0 || (l->shard > 0 && l->dp % l->shard != 0))
+        return mt_error(MT_EINPUT, "--shard-size %d must divide --dp %d (hybrid sharding: copies of %d ranks)",
+                        l->shard, l->dp, l->shard);
+    if (l->shard > 0 && l->shard < l->dp && zero == 0)
+        return mt_error(MT_EINPUT, "--shard-size %d needs --zero 1, 2 or 3 (DDP shards nothing)", l->shard);
     static const char *scheds[] = {"naive", "gpipe", "1f1b", "interleaved", "zb"};
     int known = 0;
     for (int i = 0; i < 5; i++)

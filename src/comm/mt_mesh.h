@@ -6,6 +6,9 @@
  * Groups of a rank: tp (same pp, dp), dp (same pp, tp), pp (same dp, tp: the pipeline),
  * embed (the first and last stage of that pipeline, which share the tied embedding; one
  * member when pp = 1; a middle stage is alone in its own), world.  Members are listed in group-rank order.
+ * Hybrid sharding cuts each dp group into dp / shard groups of `shard` consecutive dp ranks:
+ * dp_shard (the ranks that shard a model copy among them) and dp_replica (the ranks that
+ * hold the same shard in each copy: same dp rank modulo shard).  shard 0 means dp.
  *
  * Worked example, 16 ranks as pp = 2, dp = 2, tp = 4:
  *     tp groups: [0 1 2 3] [4 5 6 7] [8 9 10 11] [12 13 14 15]
@@ -21,13 +24,26 @@
 
 typedef struct {
     int dp, tp, pp;
+    int shard; /* dp ranks per sharded copy (hybrid sharding); 0: all dp ranks */
 } MtLayout;
 
 typedef struct {
     int pp, dp, tp;
 } MtCoords;
 
-typedef enum { MT_GROUP_TP, MT_GROUP_DP, MT_GROUP_PP, MT_GROUP_EMBED, MT_GROUP_WORLD, MT_NGROUPS } MtGroupKind;
+typedef enum {
+    MT_GROUP_TP,
+    MT_GROUP_DP,
+    MT_GROUP_PP,
+    MT_GROUP_EMBED,
+    MT_GROUP_DP_SHARD,
+    MT_GROUP_DP_REPLICA,
+    MT_GROUP_WORLD,
+    MT_NGROUPS
+} MtGroupKind;
+
+/* the layout's shard group size (shard, or dp when 0) */
+static inline int mt_mesh_shard(const MtLayout *l) { return l->shard > 0 ? l->shard : l->dp; }
 
 int mt_mesh_size(const MtLayout *l);
 MtCoords mt_mesh_coords(const MtLayout *l, int rank);
@@ -41,7 +57,8 @@ const char *mt_group_name(MtGroupKind kind);
 
 /* Everything a layout must satisfy before any group exists: every degree >= 1, their
  * product equal to the world size, tp dividing the heads, pp at most the layers, a known
- * ZeRO stage and schedule.  MT_EINPUT with one line quoting the numbers. */
+ * ZeRO stage and schedule, a shard size dividing dp.  MT_EINPUT with one line quoting the
+ * numbers. */
 MtStatus mt_layout_check(const MtLayout *l, int world, int heads, int layers, int zero,
                          const char *schedule);
 

@@ -30,19 +30,20 @@ int mt_dp_contiguous(int zero, int det, int N, int microbatches)
     return zero <= 1 || (det && (R & (R - 1)) != 0);
 }
 
-void mt_dp_configure(MtTrainConfig *tc, int N, int zero, int det)
+void mt_dp_configure(MtTrainConfig *tc, int N, int S, int zero, int det)
 {
     int M = tc->batch / tc->micro, contig = mt_dp_contiguous(zero, det, N, M);
-    tc->unit_align = mt_shard_align(N);
+    S = S > 0 && zero > 0 ? S : N;
+    tc->unit_align = mt_shard_align(S);
     int np = mt_param_count(&tc->cfg);
     MtParam *t = calloc((size_t)np, sizeof *t);
     MT_ASSERT(t, "out of memory");
-    int64_t S = mt_param_table_aligned(&tc->cfg, t, tc->unit_align) / N;
+    int64_t shard = mt_param_table_aligned(&tc->cfg, t, tc->unit_align) / S;
     free(t);
     tc->tree_span = contig ? M / N : 1;
-    tc->optim_len = zero >= 1 ? S : 0;
-    tc->grads_len = contig ? 0 : S;
-    tc->params_len = zero >= 3 ? S : 0;
+    tc->optim_len = zero >= 1 ? shard : 0;
+    tc->grads_len = contig ? 0 : shard;
+    tc->params_len = zero >= 3 ? shard : 0;
 }
 
 double mt_dp_clock(MtDp *dp, double since)
@@ -110,8 +111,11 @@ MtStatus mt_dp_init(MtDp *dp, MtTrainer *tr, MtComm *c, const MtDpOptions *o)
     dp->M = tr->tc.batch / tr->tc.micro;
     dp->rounds = dp->M / dp->N;
     dp->contig = mt_dp_contiguous(o->zero, o->det, dp->N, dp->M);
-    MT_ASSERT(mt_shard_map(tr->unit_lo, tr->unit_hi, tr->nunits, dp->N, dp->rank, &dp->map) == 0,
-              "the trainer was not configured for %d data-parallel ranks (mt_dp_configure)", dp->N);
+    MtGroupKind sg = o->zero > 0 ? MT_GROUP_DP_SHARD : MT_GROUP_DP;
+    dp->S = mt_comm_group_size(c, sg);
+    dp->copies = dp->N / dp->S;
+    MT_ASSERT(mt_shard_map(tr->unit_lo, tr->unit_hi, tr->nunits, dp->S, mt_comm_group_rank(c, sg), &dp->map) == 0,
+              "the trainer was not configured for shards of %d ranks (mt_dp_configure)", dp->S);
     dp->piece = mt_piece_floats(dp->N, DP_PIECE_FLOATS);
     int64_t bucket = o->bucket_bytes > 0 ? o->bucket_bytes / (int64_t)sizeof(float) : 0;
     dp->nbuckets = mt_bucket_plan(tr->unit_lo, tr->unit_hi, tr->nunits, bucket, dp->bfirst, dp->blast);

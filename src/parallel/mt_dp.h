@@ -31,6 +31,12 @@
  *
  * The gradient norm is the single-device one (mt_optim.h): the ranks' block sums are
  * all-gathered and added in the canonical order.
+ *
+ * Hybrid sharding (--shard-size S, ZeRO 1-3): the N ranks form N / S copies of S
+ * consecutive dp ranks; sharding (reduce-scatter, gathers, the norm's block sums) runs
+ * within a copy (group dp_shard), and each reduced shard is then all-reduced across the
+ * copies (group dp_replica).  With N and S powers of two the copies are subtrees of the
+ * rank tree, so the sums stay the canonical ones.
  */
 #ifndef MT_DP_H
 #define MT_DP_H
@@ -43,6 +49,7 @@ typedef struct {
     int zero;             /* 0 DDP, 1, 2, 3 */
     int det;              /* fixed-order reductions */
     int64_t bucket_bytes; /* DDP bucket size (<= 0: one bucket per unit) */
+    int shard;            /* hybrid sharding: ranks per sharded copy (0: all dp ranks) */
 } MtDpOptions;
 
 #define MT_DP_MAX_REQ 512
@@ -52,6 +59,7 @@ typedef struct {
     MtComm *c;
     MtDpOptions o;
     int N, rank, M, rounds;
+    int S, copies;        /* ranks per sharded copy (the shard map's N), copies = N / S */
     int contig; /* contiguous runs with full local gradients (DDP, ZeRO-1, exact fallback) */
     MtShardMap map;
     /* DDP */
@@ -89,7 +97,7 @@ void mt_dp_range(int microbatches, int dp, int dp_rank, int *lo, int *hi);
 int mt_dp_contiguous(int zero, int det, int N, int microbatches);
 /* Sets the trainer configuration for N ranks and a ZeRO stage (padding, shard lengths,
  * tree span) before mt_trainer_init. */
-void mt_dp_configure(MtTrainConfig *tc, int N, int zero, int det);
+void mt_dp_configure(MtTrainConfig *tc, int N, int S, int zero, int det);
 /* After mt_trainer_init on the configured tc: buffers, hooks, and (FSDP) the parameter
  * shard's initialisation.  MT_ENOMEM on failure. */
 MtStatus mt_dp_init(MtDp *dp, MtTrainer *tr, MtComm *c, const MtDpOptions *o);

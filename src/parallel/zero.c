@@ -29,23 +29,36 @@ static float *param_chunk(MtDp *dp, int u)
     return dp->o.zero == 3 ? dp->tr->params + dp->map.shard_off[u] : dp->tr->params + mt_shard_chunk_lo(&dp->map, u);
 }
 
+/* Hybrid sharding: a reduced shard range summed over the copies (fixed order: the copies
+ * are the upper levels of the rank tree), in pieces below Open MPI's large-message cliff. */
+static void across_copies(MtDp *dp, float *x, int64_t n)
+{
+    if (dp->copies == 1)
+        return;
+    double t = mt_now();
+    const int64_t piece = (int64_t)2 << 20;
+    for (int64_t at = 0; at < n; at += piece)
+        mt_allreduce(dp->c, MT_GROUP_DP_REPLICA, x + at, n - at < piece ? n - at : piece, dp->o.det);
+    mt_dp_clock(dp, t);
+}
+
 /* ---- the sharded update: norm from everyone's block sums, clip, AdamW on the chunks ---- */
 
 static double sharded_sumsq(MtDp *dp)
 {
     const MtShardMap *m = &dp->map;
     int64_t nb = m->shard_len / MT_NORM_BLOCK; /* this rank's blocks */
-    double *mine = malloc(sizeof(double) * (size_t)nb * (dp->N + 1));
+    double *mine = malloc(sizeof(double) * (size_t)nb * (dp->S + 1));
     MT_ASSERT(mine, "out of memory for %lld block sums", (long long)nb);
     double *all = mine + nb;
     for (int u = 0; u < m->nunits; u++)
         mt_block_sumsq(grad_chunk(dp, u), m->chunk[u], mine + m->shard_off[u] / MT_NORM_BLOCK);
     double t = mt_now();
-    mt_allgather(dp->c, MT_GROUP_DP, (const float *)mine, (float *)all, 2 * nb * dp->N);
+    mt_allgather(dp->c, MT_GROUP_DP_SHARD, (const float *)mine, (float *)all, 2 * nb * dp->S);
     mt_dp_clock(dp, t);
     double total = 0.0; /* unit by unit, each unit's blocks in flat order: the canonical sum */
     for (int u = 0; u < m->nunits; u++)
-        for (int r = 0; r < dp->N; r++) {
+        for (int r = 0; r < dp->S; r++) {
             const double *b = all + (int64_t)r * nb + m->shard_off[u] / MT_NORM_BLOCK;
             for (int64_t k = 0; k < m->chunk[u] / MT_NORM_BLOCK; k++)
                 total += b[k];
@@ -78,7 +91,7 @@ static void gather_params(MtDp *dp)
     const MtShardMap *m = &dp->map;
     double t = mt_now();
     for (int u = 0; u < m->nunits; u++)
-        mt_allgather(dp->c, MT_GROUP_DP, param_chunk(dp, u), dp->tr->params + m->lo[u], m->len[u]);
+        mt_allgather(dp->c, MT_GROUP_DP_SHARD, param_chunk(dp, u), dp->tr->params + m->lo[u], m->len[u]);
     mt_dp_clock(dp, t);
 }
 
@@ -90,10 +103,12 @@ void mt_zero_contiguous_finish(MtDp *dp, MtStepStats *st)
     const MtShardMap *m = &dp->map;
     double t = mt_now();
     for (int u = m->nunits - 1; u >= 0; u--) {
-        mt_reduce_scatter(dp->c, MT_GROUP_DP, dp->tr->grads + m->lo[u], dp->stage, m->len[u], dp->o.det);
+        mt_reduce_scatter(dp->c, MT_GROUP_DP_SHARD, dp->tr->grads + m->lo[u], dp->stage, m->len[u], dp->o.det);
         memcpy(grad_chunk(dp, u), dp->stage, sizeof(float) * (size_t)m->chunk[u]);
     }
     mt_dp_clock(dp, t);
+    for (int u = 0; u < m->nunits; u++)
+        across_copies(dp, grad_chunk(dp, u), m->chunk[u]);
     sharded_update(dp, st);
     if (dp->o.zero <= 2)
         gather_params(dp);
@@ -108,7 +123,7 @@ static void start_gather(MtDp *dp, int u)
         return;
     MT_ASSERT(!dp->slot_req[s], "FSDP slot %d is still being gathered", s);
     double t = mt_now();
-    dp->slot_req[s] = mt_iallgather(dp->c, MT_GROUP_DP, dp->tr->params + dp->map.shard_off[u], dp->pslot[s],
+    dp->slot_req[s] = mt_iallgather(dp->c, MT_GROUP_DP_SHARD, dp->tr->params + dp->map.shard_off[u], dp->pslot[s],
                                     dp->map.len[u]);
     dp->slot_unit[s] = u;
     mt_dp_clock(dp, t);
@@ -159,7 +174,7 @@ static void grads_done(MtDp *dp, int u)
 {
     int s = slot_of(dp, u);
     double t = mt_now();
-    dp->ugrad_req[s] = mt_ireduce_scatter(dp->c, MT_GROUP_DP, dp->ugrad[s], dp->round_dst + dp->map.shard_off[u],
+    dp->ugrad_req[s] = mt_ireduce_scatter(dp->c, MT_GROUP_DP_SHARD, dp->ugrad[s], dp->round_dst + dp->map.shard_off[u],
                                           dp->map.len[u], dp->o.det);
     mt_dp_clock(dp, t);
 }
@@ -219,6 +234,7 @@ static float round_grad(MtDp *dp, int j, float *dst)
             mt_dp_wait(dp, dp->ugrad_req[s]);
             dp->ugrad_req[s] = NULL;
         }
+    across_copies(dp, dst, dp->map.shard_len);
     return loss;
 }
 
@@ -371,9 +387,9 @@ void mt_dp_gather_state(MtDp *dp, float *params, float *m, float *v)
     }
     for (int u = 0; u < sm->nunits; u++) {
         if (dp->o.zero == 3)
-            mt_allgather(dp->c, MT_GROUP_DP, tr->params + sm->shard_off[u], params + sm->lo[u], sm->len[u]);
-        mt_allgather(dp->c, MT_GROUP_DP, tr->m + sm->shard_off[u], m + sm->lo[u], sm->len[u]);
-        mt_allgather(dp->c, MT_GROUP_DP, tr->v + sm->shard_off[u], v + sm->lo[u], sm->len[u]);
+            mt_allgather(dp->c, MT_GROUP_DP_SHARD, tr->params + sm->shard_off[u], params + sm->lo[u], sm->len[u]);
+        mt_allgather(dp->c, MT_GROUP_DP_SHARD, tr->m + sm->shard_off[u], m + sm->lo[u], sm->len[u]);
+        mt_allgather(dp->c, MT_GROUP_DP_SHARD, tr->v + sm->shard_off[u], v + sm->lo[u], sm->len[u]);
     }
 }
 
