@@ -26,6 +26,17 @@ static float tree(const float *v, int lo, int hi)
     return tree(v, lo, mid) + tree(v, mid, hi);
 }
 
+/* element i of the sum over the group: exact values in any order, or noisy ones in the tree */
+static float expected(const int *members, int N, int64_t i, int det, float *v)
+{
+    float s = 0;
+    for (int k = 0; k < N; k++) {
+        v[k] = det ? noisy(members[k], i) : exact(members[k], i);
+        s += v[k];
+    }
+    return det ? tree(v, 0, N) : s;
+}
+
 static MtComm *C;
 
 static void expect_bytes(MtGroupKind g, MtOp op, int64_t before, int64_t n, int is_root, const char *what)
@@ -141,55 +152,27 @@ static void test_group(MtGroupKind g, const MtLayout *l, int64_t n)
         CHECK(bad == 0, "isend/irecv ring on %s: %d wrong", mt_group_name(g), bad);
     }
 
-    /* non-blocking fixed-order forms, finished by polling: bits of the serial tree */
-    {
-        float *v = malloc(sizeof(float) * (size_t)(N > 0 ? N : 1));
-        for (int64_t i = 0; i < n; i++) buf[i] = noisy(me, i);
+    /* non-blocking reductions, both paths (the fixed order finished by polling): exact sums,
+     * and the bits of the serial tree */
+    for (int det = 0; det < 2; det++) {
+        for (int64_t i = 0; i < n; i++) buf[i] = det ? noisy(me, i) : exact(me, i);
         before = mt_comm_bytes(C, g, MT_OP_ALLREDUCE);
-        MtRequest *q = mt_iallreduce(C, g, buf, n, 1);
+        MtRequest *q = mt_iallreduce(C, g, buf, n, det);
         while (!mt_test(C, q)) {}
         bad = 0;
-        for (int64_t i = 0; i < n; i++) {
-            for (int k = 0; k < N; k++) v[k] = noisy(members[k], i);
-            bad += buf[i] != tree(v, 0, N);
-        }
-        CHECK(bad == 0, "deterministic iallreduce on %s: %d differ from the tree", mt_group_name(g), bad);
-        expect_bytes(g, MT_OP_ALLREDUCE, before, n, 0, "deterministic iallreduce");
-        for (int64_t i = 0; i < n; i++) buf[i] = noisy(me, i);
-        q = mt_ireduce_scatter(C, g, buf, out, n, 1);
+        for (int64_t i = 0; i < n; i++)
+            bad += buf[i] != expected(members, N, i, det, v);
+        CHECK(bad == 0, "iallreduce det=%d on %s: %d wrong", det, mt_group_name(g), bad);
+        expect_bytes(g, MT_OP_ALLREDUCE, before, n, 0, "iallreduce");
+        for (int64_t i = 0; i < n; i++) buf[i] = det ? noisy(me, i) : exact(me, i);
+        q = mt_ireduce_scatter(C, g, buf, out, n, det);
         mt_wait(C, q);
         bad = 0;
-        for (int64_t i = lo; i < hi; i++) {
-            for (int k = 0; k < N; k++) v[k] = noisy(members[k], i);
-            bad += out[i - lo] != tree(v, 0, N);
-        }
-        CHECK(bad == 0, "deterministic ireduce_scatter on %s: %d differ from the tree", mt_group_name(g), bad);
-        free(v);
+        for (int64_t i = lo; i < hi; i++)
+            bad += out[i - lo] != expected(members, N, i, det, v);
+        CHECK(bad == 0, "ireduce_scatter det=%d on %s: %d wrong", det, mt_group_name(g), bad);
     }
-
-    /* non-blocking collectives */
-    for (int64_t i = 0; i < n; i++) buf[i] = exact(me, i);
-    before = mt_comm_bytes(C, g, MT_OP_ALLREDUCE);
-    MtRequest *r = mt_iallreduce(C, g, buf, n, 0);
-    mt_wait(C, r);
-    bad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float s = 0;
-        for (int k = 0; k < N; k++) s += exact(members[k], i);
-        bad += buf[i] != s;
-    }
-    CHECK(bad == 0, "iallreduce on %s: %d wrong", mt_group_name(g), bad);
-    expect_bytes(g, MT_OP_ALLREDUCE, before, n, 0, "iallreduce");
-    for (int64_t i = 0; i < n; i++) buf[i] = exact(me, i);
-    r = mt_ireduce_scatter(C, g, buf, out, n, 0);
-    mt_wait(C, r);
-    bad = 0;
-    for (int64_t i = lo; i < hi; i++) {
-        float s = 0;
-        for (int k = 0; k < N; k++) s += exact(members[k], i);
-        bad += out[i - lo] != s;
-    }
-    CHECK(bad == 0, "ireduce_scatter on %s: %d wrong", mt_group_name(g), bad);
+    MtRequest *r;
     for (int64_t i = lo; i < hi; i++) buf[i - lo] = exact(me, i);
     r = mt_iallgather(C, g, buf, out, n);
     mt_wait(C, r);

@@ -374,13 +374,14 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     if (a.resume) {
         /* the checkpoint is whole; a sharded rank reads it all and keeps its chunks */
-        float *full = dpp ? malloc(3 * sizeof(float) * (size_t)tr.nfloats) : NULL;
+        int sharded = dpp && a.zero > 0;
+        float *full = sharded ? malloc(3 * sizeof(float) * (size_t)tr.nfloats) : NULL;
         float *P = full ? full : tr.params, *Mm = full ? full + tr.nfloats : tr.m, *V = full ? full + 2 * tr.nfloats : tr.v;
-        if (dpp && !full)
+        if (sharded && !full)
             s = mt_error(MT_ENOMEM, "no memory to read %s", a.resume);
         else if ((s = mt_ckpt_load_params(a.resume, tr.table, tr.nparams, P)) == MT_OK)
             s = mt_ckpt_load_moments(a.resume, tr.table, tr.nparams, Mm, V);
-        if (s == MT_OK && dpp)
+        if (s == MT_OK && sharded)
             mt_dp_scatter_state(dpp, P, Mm, V);
         free(full);
         if (s != MT_OK) {

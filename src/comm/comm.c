@@ -615,9 +615,9 @@ static void drain(MtComm *c, MtRequest *upto)
     int k = 0;
     while (k < c->nqueue) {
         MtRequest *h = c->queue[k];
-        int flag = 0;
+        int flag = 1;
         if (upto)
-            MPI_Wait(&h->req, MPI_STATUS_IGNORE), flag = 1;
+            MPI_Wait(&h->req, MPI_STATUS_IGNORE);
         else
             MPI_Test(&h->req, &flag, MPI_STATUS_IGNORE);
         if (!flag)

@@ -4,11 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Open MPI's bandwidth collapses above 16 MiB per call on this kind of machine (it maps
- * fresh memory per call): a bucket's all-reduce goes in pieces of at most 8 MiB.  Each
- * element's sum is the same whatever the piece. */
-#define DP_PIECE_FLOATS ((int64_t)2 << 20)
-
 MtStatus mt_dp_check(int dp, int microbatches)
 {
     if (microbatches % dp != 0)
@@ -116,7 +111,7 @@ MtStatus mt_dp_init(MtDp *dp, MtTrainer *tr, MtComm *c, const MtDpOptions *o)
     dp->copies = dp->N / dp->S;
     MT_ASSERT(mt_shard_map(tr->unit_lo, tr->unit_hi, tr->nunits, dp->S, mt_comm_group_rank(c, sg), &dp->map) == 0,
               "the trainer was not configured for shards of %d ranks (mt_dp_configure)", dp->S);
-    dp->piece = mt_piece_floats(dp->N, DP_PIECE_FLOATS);
+    dp->piece = mt_piece_floats(dp->N, MT_DP_PIECE_FLOATS);
     int64_t bucket = o->bucket_bytes > 0 ? o->bucket_bytes / (int64_t)sizeof(float) : 0;
     dp->nbuckets = mt_bucket_plan(tr->unit_lo, tr->unit_hi, tr->nunits, bucket, dp->bfirst, dp->blast);
     if (o->zero == 0)

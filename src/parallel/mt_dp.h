@@ -53,6 +53,10 @@ typedef struct {
 } MtDpOptions;
 
 #define MT_DP_MAX_REQ 512
+/* Open MPI's bandwidth collapses above 16 MiB per call on this kind of machine (it maps
+ * fresh memory per call): all-reduces go in pieces of at most 8 MiB.  Each element's sum is
+ * the same whatever the piece. */
+#define MT_DP_PIECE_FLOATS ((int64_t)2 << 20)
 
 typedef struct {
     MtTrainer *tr;
@@ -64,7 +68,7 @@ typedef struct {
     MtShardMap map;
     /* DDP */
     int nbuckets, bfirst[MT_MAX_UNITS], blast[MT_MAX_UNITS];
-    int64_t piece;
+    int64_t piece; /* all-reduce piece: MT_DP_PIECE_FLOATS rounded to the shard alignment */
     MtRequest *pending[MT_DP_MAX_REQ];
     int npending;
     /* ZeRO-1: one unit's chunk of the reduced gradient */

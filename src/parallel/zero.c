@@ -36,9 +36,8 @@ static void across_copies(MtDp *dp, float *x, int64_t n)
     if (dp->copies == 1)
         return;
     double t = mt_now();
-    const int64_t piece = (int64_t)2 << 20;
-    for (int64_t at = 0; at < n; at += piece)
-        mt_allreduce(dp->c, MT_GROUP_DP_REPLICA, x + at, n - at < piece ? n - at : piece, dp->o.det);
+    for (int64_t at = 0; at < n; at += dp->piece)
+        mt_allreduce(dp->c, MT_GROUP_DP_REPLICA, x + at, n - at < dp->piece ? n - at : dp->piece, dp->o.det);
     mt_dp_clock(dp, t);
 }
 

@@ -131,13 +131,16 @@ float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, cons
     return (float)(sum / step_tokens);
 }
 
-float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf)
+/* leaf k into gbuf (zeroed first), with hooks h */
+static float leaf(MtTrainer *tr, int k, float *gbuf, const MtUnitHooks *h)
 {
     MtWeights g;
     memset(gbuf, 0, sizeof(float) * (size_t)tr->nfloats);
     mt_weights_view(&tr->tc.cfg, tr->table, gbuf, &g);
-    return mt_trainer_micro_grad_views(tr, k, &g, NULL);
+    return mt_trainer_micro_grad_views(tr, k, &g, h);
 }
+
+float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf) { return leaf(tr, k, gbuf, NULL); }
 
 static void add_span(float *dst, const float *src, int64_t lo, int64_t hi)
 {
@@ -172,14 +175,9 @@ static float accumulate(MtTrainer *tr, int lo, int hi, float *gbuf, int depth, i
 {
     int hooked = spine && tr->hooks.fn;
     if (hi - lo == 1) {
-        if (!tr->hooks.fn)
-            return mt_trainer_micro_grad(tr, lo, gbuf);
-        MtWeights g;
         MtUnitHooks h = {hooked ? spine_hook : params_only_hook, tr};
-        memset(gbuf, 0, sizeof(float) * (size_t)tr->nfloats);
-        mt_weights_view(&tr->tc.cfg, tr->table, gbuf, &g);
         tr->nspine = depth;
-        return mt_trainer_micro_grad_views(tr, lo, &g, &h);
+        return leaf(tr, lo, gbuf, tr->hooks.fn ? &h : NULL);
     }
     int mid = lo + (hi - lo) / 2;
     float left = accumulate(tr, lo, mid, gbuf, depth + 1, 0);
