@@ -1,0 +1,131 @@
+/* mt_schedule.h - pipeline stages and schedules as data (pure: no MPI).
+ *
+ * Stages.  With P pipeline ranks and V model chunks per rank (interleaved schedules) the
+ * model's units are cut into S = P x V contiguous virtual stages: stage 0 takes the
+ * embedding unit, stage S-1 the head unit, and the L blocks are spread as evenly as
+ * possible, the first stages taking the extra blocks (Megatron's rule), unless the blocks
+ * per stage are given (--stage-layers).  Virtual stage s lives on rank s mod P as its
+ * chunk s / P (Megatron's interleaving).
+ *
+ * Worked example, L = 5 blocks, P = 2, V = 1: stage 0 = embedding + blocks 0..2 (units
+ * 0..3), stage 1 = blocks 3..4 + head (units 4..6).  With V = 2 (S = 4; L = 8): stages
+ * hold 2 blocks each; rank 0 runs stages 0 and 2, rank 1 stages 1 and 3.
+ *
+ * Schedules.  mt_schedule_build lists, for one rank, every action of one training step
+ * in the order the rank performs them: forward (F), backward (B; with a split schedule
+ * B is the input gradient only and W the weight gradient), and the sends and receives of
+ * activations (SEND_F / RECV_F) and of their gradients (SEND_B / RECV_B) between
+ * neighbouring stages.  A receive is posted before the compute action ahead of the one
+ * that needs it, so the transfer overlaps that compute.  Text form: "<stage><kind><mb>",
+ * e.g. 2F0 (stage 2, forward, micro-batch 0), 1W3, 0SEND_F1.
+ *
+ * Every schedule runs the backward passes of each stage in micro-batch order (and W in
+ * micro-batch order), so a stage's gradient can be accumulated as the canonical pairwise
+ * tree over micro-batches as the leaves arrive (mt_tree_plan).
+ *
+ *   naive        one micro-batch at a time through all stages and back (vertical model
+ *                parallelism): bubble (P-1)/P
+ *   gpipe        all forwards, then all backwards: bubble (P-1)/(M+P-1), M sets in flight
+ *   1f1b         PipeDream-Flush (Megatron's default): P-s-1 warm-up forwards on stage s,
+ *                then one forward, one backward: same bubble, min(P-s, M) sets in flight
+ *   interleaved  Megatron's interleaved 1F1B over V chunks; needs M a multiple of P:
+ *                bubble (P-1)/(V M + P-1) with unit costs
+ *   zb           zero bubble ZB-H1 (Qi et al., 2023): backward split into B and W, W
+ *                deferred into the bubbles, in-flight sets capped at min(P, M) (1F1B's
+ *                peak): bubble (P-1)/(3M+P-1) with F = B = W = 1 when M >= P
+ *
+ * The simulator runs any set of lists with given action costs: timeline, bubble fraction
+ * (idle time over P x the step), the peak activation sets per rank, and it reports a
+ * deadlock or a dependency violation with the action that broke it.
+ */
+#ifndef MT_SCHEDULE_H
+#define MT_SCHEDULE_H
+
+#include "mt_core.h"
+
+#define MT_MAX_STAGES 64
+
+typedef enum { MT_SCHED_NAIVE, MT_SCHED_GPIPE, MT_SCHED_1F1B, MT_SCHED_INTERLEAVED, MT_SCHED_ZB, MT_NSCHED } MtSchedKind;
+
+typedef enum { MT_ACT_F, MT_ACT_B, MT_ACT_W, MT_ACT_SEND_F, MT_ACT_RECV_F, MT_ACT_SEND_B, MT_ACT_RECV_B } MtActKind;
+
+typedef struct {
+    int kind;  /* MtActKind */
+    int stage; /* virtual stage 0..S-1 */
+    int mb;    /* micro-batch */
+} MtAction;
+
+typedef struct {
+    MtSchedKind kind;
+    int P, M, V; /* ranks, micro-batches, chunks per rank */
+} MtSchedule;
+
+/* "naive" ... "zb" -> kind; -1 if unknown. */
+int mt_schedule_kind(const char *name);
+const char *mt_schedule_name(MtSchedKind kind);
+/* Whether the schedule splits backward into B and W. */
+int mt_schedule_split(MtSchedKind kind);
+/* P, M, V valid for the kind (V > 1 only with interleaved, which needs M % P == 0);
+ * MT_EINPUT with one line quoting the numbers. */
+MtStatus mt_schedule_check(const MtSchedule *s);
+/* Most actions one rank's list can hold (a bound for the caller's buffer). */
+int mt_schedule_max_actions(const MtSchedule *s);
+/* Writes rank's actions into out (capacity mt_schedule_max_actions) and returns their count. */
+int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out);
+/* "2F0", "0SEND_F1" into buf (>= 40 bytes); returns buf. */
+const char *mt_action_str(const MtAction *a, char *buf);
+
+/* ---- stages ---- */
+
+/* Blocks per virtual stage (S entries) for L blocks: given (S numbers) or even with the
+ * first stages taking the extra blocks.  MT_EINPUT if S > L, a given count is < 1 or the
+ * counts do not sum to L. */
+MtStatus mt_stage_layers(int L, int S, const int *given, int *blocks);
+/* Units [*first, *last] of virtual stage s (units: 0 embedding, 1..L blocks, L+1 head). */
+void mt_stage_units(int L, int S, const int *blocks, int s, int *first, int *last);
+
+/* ---- simulator ---- */
+
+typedef struct {
+    double start, end;
+    int action; /* index into the rank's list */
+} MtSimSpan;
+
+typedef struct {
+    double makespan;   /* time of the last action's end */
+    double bubble;     /* idle / (P x makespan) */
+    double busy[MT_MAX_STAGES];
+    int peak_sets[MT_MAX_STAGES]; /* most micro-batch activation sets held at once, per rank */
+    /* per rank: the compute actions' spans, in list order */
+    MtSimSpan *span[MT_MAX_STAGES];
+    int nspan[MT_MAX_STAGES];
+    char error[256]; /* empty when the lists ran to the end */
+} MtSimResult;
+
+typedef struct {
+    double f, b, w; /* cost of one chunk's F, B and W; without a split, B costs b + w */
+} MtSimCosts;
+
+/* Runs the P lists (lists[r] of n[r] actions) of schedule s.  Returns MT_OK, or MT_EINPUT
+ * with res->error (and the message) naming the first deadlock or violated dependency.
+ * res->span arrays are allocated; mt_sim_free releases them (NULL-safe, idempotent). */
+MtStatus mt_simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs,
+                     MtSimResult *res);
+void mt_sim_free(MtSimResult *res);
+
+/* ---- the canonical tree over micro-batches, as a plan ---- */
+
+/* The balanced pairwise tree of mt_train.h over M leaves, evaluated depth first, as steps:
+ * leaf k is written into buffer buf (0 = the result, d+1 = temporary d); an add sums
+ * buffer src into buffer dst.  Leaves come in order 0..M-1; the adds listed after leaf k
+ * are those the recursion runs before leaf k+1.  Returns the number of steps (< 2M). */
+typedef struct {
+    int leaf;     /* >= 0: leaf index; -1: an add */
+    int buf;      /* leaf: its buffer; add: dst */
+    int src;      /* add: src */
+} MtTreeStep;
+int mt_tree_plan(int M, MtTreeStep *steps);
+/* Temporary buffers the plan uses: ceil(log2 M). */
+int mt_tree_temps(int M);
+
+#endif

@@ -1,0 +1,418 @@
+/* schedule.c - pipeline stages, schedule generators, the simulator, the tree plan (pure). */
+#include "mt_schedule.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *names[MT_NSCHED] = {"naive", "gpipe", "1f1b", "interleaved", "zb"};
+
+int mt_schedule_kind(const char *name)
+{
+    for (int k = 0; k < MT_NSCHED; k++)
+        if (strcmp(name, names[k]) == 0)
+            return k;
+    return -1;
+}
+
+const char *mt_schedule_name(MtSchedKind kind) { return kind >= 0 && kind < MT_NSCHED ? names[kind] : "?"; }
+
+int mt_schedule_split(MtSchedKind kind) { return kind == MT_SCHED_ZB; }
+
+MtStatus mt_schedule_check(const MtSchedule *s)
+{
+    if (s->kind < 0 || s->kind >= MT_NSCHED)
+        return mt_error(MT_EINPUT, "unknown pipeline schedule %d", (int)s->kind);
+    if (s->P < 1 || s->P > MT_MAX_STAGES || s->M < 1 || s->M > 4096 || s->V < 1 || s->P * s->V > MT_MAX_STAGES)
+        return mt_error(MT_EINPUT, "pipeline of %d stages x %d virtual stages with %d micro-batches: need 1 <= stages "
+                        "x virtual stages <= %d and 1 <= micro-batches <= 4096", s->P, s->V, s->M, MT_MAX_STAGES);
+    if (s->V > 1 && s->kind != MT_SCHED_INTERLEAVED)
+        return mt_error(MT_EINPUT, "--virtual-stages %d needs --schedule interleaved (%s runs one chunk per rank)",
+                        s->V, names[s->kind]);
+    if (s->kind == MT_SCHED_INTERLEAVED && s->P < 2 && s->V > 1)
+        return mt_error(MT_EINPUT, "--schedule interleaved with --virtual-stages %d needs --pp >= 2", s->V);
+    if (s->kind == MT_SCHED_INTERLEAVED && s->M % s->P != 0)
+        return mt_error(MT_EINPUT, "--schedule interleaved needs the micro-batches (%d) to be a multiple of --pp %d "
+                        "(Megatron's rule: micro-batches go round the stages in groups of pp)", s->M, s->P);
+    return MT_OK;
+}
+
+int mt_schedule_max_actions(const MtSchedule *s) { return 9 * s->M * s->V + 4; }
+
+/* ---- generators: the compute actions of every rank, in order ---- */
+
+typedef struct {
+    MtAction *a;
+    int n;
+} List;
+
+static void put(List *l, int kind, int stage, int mb) { l->a[l->n++] = (MtAction){kind, stage, mb}; }
+
+static void gen_naive(const MtSchedule *s, int r, List *l)
+{
+    for (int m = 0; m < s->M; m++) {
+        put(l, MT_ACT_F, r, m);
+        put(l, MT_ACT_B, r, m);
+    }
+}
+
+static void gen_gpipe(const MtSchedule *s, int r, List *l)
+{
+    for (int m = 0; m < s->M; m++)
+        put(l, MT_ACT_F, r, m);
+    for (int m = 0; m < s->M; m++)
+        put(l, MT_ACT_B, r, m);
+}
+
+static void gen_1f1b(const MtSchedule *s, int r, List *l)
+{
+    int M = s->M, warm = s->P - r - 1 < M ? s->P - r - 1 : M;
+    for (int m = 0; m < warm; m++)
+        put(l, MT_ACT_F, r, m);
+    for (int i = 0; i < M - warm; i++) {
+        put(l, MT_ACT_F, r, warm + i);
+        put(l, MT_ACT_B, r, i);
+    }
+    for (int m = M - warm; m < M; m++)
+        put(l, MT_ACT_B, r, m);
+}
+
+/* Megatron's interleaved 1F1B: the k-th forward of a rank is micro-batch
+ * (k / (P V)) P + k mod P on chunk (k / P) mod V; backwards go through the chunks in
+ * reverse.  Warm-up: 2 (P - r - 1) + (V - 1) P forwards (all of them when M = P). */
+static void gen_interleaved(const MtSchedule *s, int r, List *l)
+{
+    int P = s->P, V = s->V, total = s->M * V;
+    int warm = s->M == P ? total : 2 * (P - r - 1) + (V - 1) * P;
+    if (warm > total)
+        warm = total;
+#define MB(k) ((k) / (P * V) * P + (k) % P)
+#define FSTAGE(k) (((k) / P % V) * P + r)
+#define BSTAGE(k) ((V - 1 - (k) / P % V) * P + r)
+    for (int k = 0; k < warm; k++)
+        put(l, MT_ACT_F, FSTAGE(k), MB(k));
+    for (int i = 0; i < total - warm; i++) {
+        put(l, MT_ACT_F, FSTAGE(warm + i), MB(warm + i));
+        put(l, MT_ACT_B, BSTAGE(i), MB(i));
+    }
+    for (int k = total - warm; k < total; k++)
+        put(l, MT_ACT_B, BSTAGE(k), MB(k));
+#undef MB
+#undef FSTAGE
+#undef BSTAGE
+}
+
+/* ZB-H1 (Qi et al., 2023): 1F1B's order of F and B (P-r-1 warm-up forwards, then one
+ * forward, one backward), with rank r's weight-gradient passes deferred by r micro-batches:
+ * W(j-r) right after B(j), the last r of them at the end.  Later stages then run their
+ * backwards earlier, which shortens every upstream rank's wait, and the deferred W fill the
+ * cool-down; each rank holds at most min(P, M) activation sets (F done, W not). */
+static void gen_zb(const MtSchedule *s, int r, List *l)
+{
+    int M = s->M, warm = s->P - r - 1 < M ? s->P - r - 1 : M;
+    for (int m = 0; m < warm; m++)
+        put(l, MT_ACT_F, r, m);
+    for (int j = 0; j < M; j++) {
+        if (warm + j < M)
+            put(l, MT_ACT_F, r, warm + j);
+        put(l, MT_ACT_B, r, j);
+        if (j - r >= 0)
+            put(l, MT_ACT_W, r, j - r);
+    }
+    for (int m = M - r > 0 ? M - r : 0; m < M; m++)
+        put(l, MT_ACT_W, r, m);
+}
+
+/* Sends after the action that produced the data; a receive before the compute action
+ * ahead of its consumer (posted early, so the transfer overlaps that compute). */
+static int needs_recv(const MtSchedule *s, const MtAction *a)
+{
+    int S = s->P * s->V;
+    if (s->P == 1)
+        return -1;
+    if (a->kind == MT_ACT_F && a->stage > 0)
+        return MT_ACT_RECV_F;
+    if (a->kind == MT_ACT_B && a->stage < S - 1)
+        return MT_ACT_RECV_B;
+    return -1;
+}
+
+static int needs_send(const MtSchedule *s, const MtAction *a)
+{
+    int S = s->P * s->V;
+    if (s->P == 1)
+        return -1;
+    if (a->kind == MT_ACT_F && a->stage < S - 1)
+        return MT_ACT_SEND_F;
+    if (a->kind == MT_ACT_B && a->stage > 0)
+        return MT_ACT_SEND_B;
+    return -1;
+}
+
+int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out)
+{
+    List c = {malloc(sizeof(MtAction) * (size_t)(3 * s->M * s->V + 1)), 0};
+    MT_ASSERT(c.a, "out of memory");
+    switch (s->kind) {
+    case MT_SCHED_NAIVE: gen_naive(s, rank, &c); break;
+    case MT_SCHED_GPIPE: gen_gpipe(s, rank, &c); break;
+    case MT_SCHED_1F1B: gen_1f1b(s, rank, &c); break;
+    case MT_SCHED_INTERLEAVED: gen_interleaved(s, rank, &c); break;
+    case MT_SCHED_ZB: gen_zb(s, rank, &c); break;
+    default: MT_ASSERT(0, "unknown schedule %d", (int)s->kind);
+    }
+    List o = {out, 0};
+    for (int i = 0; i < c.n; i++) {
+        int k;
+        if (i == 0 && (k = needs_recv(s, &c.a[0])) >= 0)
+            put(&o, k, c.a[0].stage, c.a[0].mb);
+        if (i + 1 < c.n && (k = needs_recv(s, &c.a[i + 1])) >= 0)
+            put(&o, k, c.a[i + 1].stage, c.a[i + 1].mb);
+        o.a[o.n++] = c.a[i];
+        if ((k = needs_send(s, &c.a[i])) >= 0)
+            put(&o, k, c.a[i].stage, c.a[i].mb);
+    }
+    free(c.a);
+    return o.n;
+}
+
+const char *mt_action_str(const MtAction *a, char *buf)
+{
+    static const char *k[] = {"F", "B", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "?"};
+    int kind = a->kind >= 0 && a->kind < 7 ? a->kind : 7;
+    snprintf(buf, 40, "%d%s%d", a->stage % 10000, k[kind], a->mb % 100000);
+    return buf;
+}
+
+/* ---- stages ---- */
+
+MtStatus mt_stage_layers(int L, int S, const int *given, int *blocks)
+{
+    if (S > L)
+        return mt_error(MT_EINPUT, "%d pipeline stages for %d layers: every stage needs at least one layer", S, L);
+    if (!given) {
+        for (int s = 0; s < S; s++)
+            blocks[s] = L / S + (s < L % S);
+        return MT_OK;
+    }
+    int sum = 0;
+    for (int s = 0; s < S; s++) {
+        if (given[s] < 1)
+            return mt_error(MT_EINPUT, "--stage-layers: stage %d has %d layers; every stage needs at least one", s,
+                            given[s]);
+        sum += given[s];
+        blocks[s] = given[s];
+    }
+    if (sum != L)
+        return mt_error(MT_EINPUT, "--stage-layers sums to %d layers, but the model has %d", sum, L);
+    return MT_OK;
+}
+
+void mt_stage_units(int L, int S, const int *blocks, int s, int *first, int *last)
+{
+    int before = 0;
+    for (int j = 0; j < s; j++)
+        before += blocks[j];
+    *first = s == 0 ? 0 : 1 + before;
+    *last = s == S - 1 ? L + 1 : before + blocks[s];
+}
+
+/* ---- simulator ---- */
+
+void mt_sim_free(MtSimResult *res)
+{
+    for (int r = 0; r < MT_MAX_STAGES; r++) {
+        free(res->span[r]);
+        res->span[r] = NULL;
+        res->nspan[r] = 0;
+    }
+}
+
+static MtStatus sim_error(MtSimResult *res, const char *what, int rank, const MtAction *a)
+{
+    char b[40];
+    snprintf(res->error, sizeof res->error, "%s on rank %d at action %s", what, rank, mt_action_str(a, b));
+    return mt_error(MT_EINPUT, "schedule simulation: %s", res->error);
+}
+
+MtStatus mt_simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs,
+                     MtSimResult *res)
+{
+    memset(res, 0, sizeof *res);
+    int P = s->P, M = s->M, S = P * s->V, split = mt_schedule_split(s->kind);
+    size_t cells = (size_t)S * M;
+    /* per (stage, mb): end times of F, B, W; times sends were issued; receives posted */
+    double *t_f = malloc(sizeof(double) * cells * 5);
+    char *posted = calloc(cells * 2, 1);
+    MT_ASSERT(t_f && posted, "out of memory");
+    double *t_b = t_f + cells, *t_w = t_b + cells, *sent_f = t_w + cells, *sent_b = sent_f + cells;
+    for (size_t i = 0; i < cells * 5; i++)
+        t_f[i] = -1.0;
+    int pos[MT_MAX_STAGES] = {0}, sets[MT_MAX_STAGES] = {0};
+    double now[MT_MAX_STAGES] = {0};
+    for (int r = 0; r < P; r++) {
+        res->span[r] = malloc(sizeof(MtSimSpan) * (size_t)(n[r] + 1));
+        MT_ASSERT(res->span[r], "out of memory");
+    }
+    MtStatus st = MT_OK;
+    int progress = 1;
+    while (progress && st == MT_OK) {
+        progress = 0;
+        for (int r = 0; r < P && st == MT_OK; r++) {
+            while (pos[r] < n[r] && st == MT_OK) {
+                const MtAction *a = &lists[r][pos[r]];
+                if (a->stage < 0 || a->stage >= S || a->mb < 0 || a->mb >= M || a->stage % P != r) {
+                    st = sim_error(res, "an action of a stage or micro-batch this rank does not run", r, a);
+                    break;
+                }
+                size_t i = (size_t)a->stage * M + a->mb;
+                double start = now[r], cost = 0.0;
+                int blocked = 0;
+                switch (a->kind) {
+                case MT_ACT_RECV_F:
+                case MT_ACT_RECV_B:
+                    if ((a->kind == MT_ACT_RECV_F && a->stage == 0) || (a->kind == MT_ACT_RECV_B && a->stage == S - 1))
+                        st = sim_error(res, "a receive from no stage", r, a);
+                    posted[i * 2 + (a->kind == MT_ACT_RECV_B)] = 1;
+                    break;
+                case MT_ACT_SEND_F:
+                    if (t_f[i] < 0 || a->stage == S - 1)
+                        st = sim_error(res, "a send of an activation not computed (or to no stage)", r, a);
+                    sent_f[i] = now[r];
+                    break;
+                case MT_ACT_SEND_B:
+                    if (t_b[i] < 0 || a->stage == 0)
+                        st = sim_error(res, "a send of a gradient not computed (or to no stage)", r, a);
+                    sent_b[i] = now[r];
+                    break;
+                case MT_ACT_F:
+                    if (t_f[i] >= 0) {
+                        st = sim_error(res, "a forward run twice", r, a);
+                        break;
+                    }
+                    if (a->stage > 0) {
+                        size_t up = i - M; /* (stage - 1, mb) */
+                        if (P > 1 && !posted[i * 2]) {
+                            st = sim_error(res, "a forward whose input was never received", r, a);
+                            break;
+                        }
+                        double ready = P > 1 ? sent_f[up] : t_f[up];
+                        if (ready < 0) {
+                            blocked = 1;
+                            break;
+                        }
+                        start = ready > start ? ready : start;
+                    }
+                    cost = costs.f;
+                    t_f[i] = start + cost;
+                    sets[r]++;
+                    if (sets[r] > res->peak_sets[r])
+                        res->peak_sets[r] = sets[r];
+                    break;
+                case MT_ACT_B:
+                    if (t_b[i] >= 0 || t_f[i] < 0) {
+                        st = sim_error(res, t_b[i] >= 0 ? "a backward run twice" : "a backward before its forward", r, a);
+                        break;
+                    }
+                    if (a->stage < S - 1) {
+                        size_t down = i + M;
+                        if (P > 1 && !posted[i * 2 + 1]) {
+                            st = sim_error(res, "a backward whose gradient was never received", r, a);
+                            break;
+                        }
+                        double ready = P > 1 ? sent_b[down] : t_b[down];
+                        if (ready < 0) {
+                            blocked = 1;
+                            break;
+                        }
+                        start = ready > start ? ready : start;
+                    }
+                    cost = split ? costs.b : costs.b + costs.w;
+                    t_b[i] = start + cost;
+                    if (!split)
+                        sets[r]--;
+                    break;
+                case MT_ACT_W:
+                    if (!split || t_b[i] < 0 || t_w[i] >= 0) {
+                        st = sim_error(res, !split ? "a weight-gradient pass in a schedule without the split"
+                                               : t_w[i] >= 0 ? "a weight-gradient pass run twice"
+                                                             : "a weight-gradient pass before its backward", r, a);
+                        break;
+                    }
+                    cost = costs.w;
+                    t_w[i] = start + cost;
+                    sets[r]--;
+                    break;
+                default:
+                    st = sim_error(res, "an unknown action", r, a);
+                }
+                if (blocked || st != MT_OK)
+                    break;
+                if (a->kind == MT_ACT_F || a->kind == MT_ACT_B || a->kind == MT_ACT_W) {
+                    res->span[r][res->nspan[r]++] = (MtSimSpan){start, start + cost, pos[r]};
+                    res->busy[r] += cost;
+                    now[r] = start + cost;
+                }
+                pos[r]++;
+                progress = 1;
+            }
+        }
+    }
+    if (st == MT_OK)
+        for (int r = 0; r < P; r++)
+            if (pos[r] < n[r]) {
+                st = sim_error(res, "deadlock: waiting forever", r, &lists[r][pos[r]]);
+                break;
+            }
+    /* completeness: every (stage, mb) forward and backward (and W) ran, every send was received */
+    for (size_t i = 0; i < cells && st == MT_OK; i++) {
+        MtAction a = {MT_ACT_F, (int)(i / M), (int)(i % M)};
+        int r = a.stage % P;
+        if (t_f[i] < 0 || t_b[i] < 0 || (split && t_w[i] < 0))
+            st = sim_error(res, "missing from the step", r, &a);
+        else if (P > 1 && a.stage < S - 1 && (sent_f[i] < 0 || !posted[(i + M) * 2]))
+            st = sim_error(res, "an activation not sent or not received", r, &a);
+        else if (P > 1 && a.stage > 0 && (sent_b[i] < 0 || !posted[(i - M) * 2 + 1]))
+            st = sim_error(res, "a gradient not sent or not received", r, &a);
+    }
+    for (int r = 0; r < P; r++) {
+        if (now[r] > res->makespan)
+            res->makespan = now[r];
+    }
+    double busy = 0.0;
+    for (int r = 0; r < P; r++)
+        busy += res->busy[r];
+    res->bubble = res->makespan > 0 ? 1.0 - busy / (P * res->makespan) : 0.0;
+    free(t_f);
+    free(posted);
+    return st;
+}
+
+/* ---- tree plan ---- */
+
+static void plan(int lo, int hi, int buf, int depth, MtTreeStep *steps, int *n)
+{
+    if (hi - lo == 1) {
+        steps[(*n)++] = (MtTreeStep){lo, buf, -1};
+        return;
+    }
+    int mid = lo + (hi - lo) / 2;
+    plan(lo, mid, buf, depth + 1, steps, n);
+    plan(mid, hi, depth + 1, depth + 1, steps, n);
+    steps[(*n)++] = (MtTreeStep){-1, buf, depth + 1};
+}
+
+int mt_tree_plan(int M, MtTreeStep *steps)
+{
+    int n = 0;
+    plan(0, M, 0, 0, steps, &n);
+    return n;
+}
+
+int mt_tree_temps(int M)
+{
+    int d = 0;
+    while ((1 << d) < M)
+        d++;
+    return d;
+}

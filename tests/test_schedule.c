@@ -1,0 +1,263 @@
+/* test_schedule.c - the pipeline schedules, exhaustively (P 1..8, M 1..32, V 1..4 where
+ * valid): every list runs to the end in the simulator (no deadlock, every dependency
+ * respected, every forward and backward of every stage exactly once, every transfer sent
+ * and received), backwards (and W) of each stage in micro-batch order, the bubble equal to
+ * its closed form for unit costs and the peak activation sets equal to their formula.
+ * Mutated lists are caught.  The tree plan equals the recursive tree bit for bit; stage
+ * cuts follow their rule. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mt_schedule.h"
+#include "mt_test.h"
+
+static double closed_bubble(const MtSchedule *s)
+{
+    double P = s->P, M = s->M, V = s->V;
+    switch (s->kind) {
+    case MT_SCHED_NAIVE: return (P - 1) / P;
+    case MT_SCHED_INTERLEAVED: return (P - 1) / (V * M + P - 1);
+    case MT_SCHED_ZB: return M >= P ? (P - 1) / (3 * M + P - 1) : 1 - 3 * M / (2 * M + 2 * P - 1);
+    default: return (P - 1) / (M + P - 1);
+    }
+}
+
+static int closed_peak(const MtSchedule *s, int r)
+{
+    int P = s->P, M = s->M, V = s->V;
+    switch (s->kind) {
+    case MT_SCHED_NAIVE: return 1;
+    case MT_SCHED_GPIPE: return M;
+    case MT_SCHED_1F1B: return P - r < M ? P - r : M;
+    case MT_SCHED_ZB: return P < M ? P : M;
+    default: { /* Megatron's warm-up plus the first steady forward, at most every set */
+        int warm = M == P ? M * V : 2 * (P - r - 1) + (V - 1) * P + 1;
+        return warm < M * V ? warm : M * V;
+    }
+    }
+}
+
+typedef struct {
+    MtAction *l[MT_MAX_STAGES];
+    int n[MT_MAX_STAGES];
+} Lists;
+
+static void build(const MtSchedule *s, Lists *L)
+{
+    for (int r = 0; r < s->P; r++) {
+        L->l[r] = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(s));
+        L->n[r] = mt_schedule_build(s, r, L->l[r]);
+    }
+}
+
+static void drop(const MtSchedule *s, Lists *L)
+{
+    for (int r = 0; r < s->P; r++)
+        free(L->l[r]);
+}
+
+/* backwards and W of each stage in micro-batch order (the gradient tree needs it) */
+static int in_order(const MtSchedule *s, const Lists *L)
+{
+    int S = s->P * s->V;
+    int next[2][MT_MAX_STAGES] = {{0}};
+    for (int r = 0; r < s->P; r++)
+        for (int i = 0; i < L->n[r]; i++) {
+            const MtAction *a = &L->l[r][i];
+            if (a->kind != MT_ACT_B && a->kind != MT_ACT_W)
+                continue;
+            int k = a->kind == MT_ACT_W;
+            if (a->stage >= S || a->mb != next[k][a->stage]++)
+                return 0;
+        }
+    return 1;
+}
+
+static void exhaustive(void)
+{
+    int runs = 0;
+    for (int k = 0; k < MT_NSCHED; k++)
+        for (int V = 1; V <= 4; V++)
+            for (int P = 1; P <= 8; P++)
+                for (int M = 1; M <= 32; M++) {
+                    MtSchedule s = {k, P, M, V};
+                    if (mt_schedule_check(&s) != MT_OK)
+                        continue;
+                    Lists L;
+                    build(&s, &L);
+                    MtSimResult res;
+                    MtStatus st = mt_simulate(&s, L.l, L.n, (MtSimCosts){1, 1, 1}, &res);
+                    const char *nm = mt_schedule_name(k);
+                    CHECK(st == MT_OK, "%s P%d M%d V%d: %s", nm, P, M, V, res.error);
+                    CHECK(fabs(res.bubble - closed_bubble(&s)) < 1e-12, "%s P%d M%d V%d: bubble %.6f, closed form %.6f",
+                          nm, P, M, V, res.bubble, closed_bubble(&s));
+                    for (int r = 0; r < P; r++)
+                        CHECK(res.peak_sets[r] == closed_peak(&s, r), "%s P%d M%d V%d rank %d: peak %d sets, formula %d",
+                              nm, P, M, V, r, res.peak_sets[r], closed_peak(&s, r));
+                    CHECK(in_order(&s, &L), "%s P%d M%d V%d: backwards out of micro-batch order", nm, P, M, V);
+                    /* zb beats 1F1B whenever there is a bubble to fill */
+                    if (k == MT_SCHED_ZB && P > 1)
+                        CHECK(res.bubble < (P - 1.0) / (M + P - 1.0), "zb P%d M%d: bubble %.4f not below 1F1B's", P, M,
+                              res.bubble);
+                    mt_sim_free(&res);
+                    drop(&s, &L);
+                    runs++;
+                }
+    printf("simulated %d schedules\n", runs);
+    CHECK(runs > 1200, "only %d schedules were valid", runs);
+}
+
+/* A list with one action moved, removed or duplicated must be refused. */
+static void mutations(void)
+{
+    MtSchedule s = {MT_SCHED_1F1B, 4, 8, 1};
+    Lists L;
+    build(&s, &L);
+    MtSimResult res;
+    MtSimCosts c = {1, 1, 1};
+    /* a receive removed: rank 2's first action is RECV_F of its first forward */
+    CHECK(L.l[2][0].kind == MT_ACT_RECV_F, "rank 2 starts with a receive");
+    MtAction saved = L.l[2][0];
+    memmove(L.l[2], L.l[2] + 1, sizeof(MtAction) * (size_t)(L.n[2] - 1));
+    L.n[2]--;
+    CHECK(mt_simulate(&s, L.l, L.n, c, &res) == MT_EINPUT && strstr(res.error, "never received"), "missing receive: %s",
+          res.error);
+    mt_sim_free(&res);
+    memmove(L.l[2] + 1, L.l[2], sizeof(MtAction) * (size_t)L.n[2]);
+    L.l[2][0] = saved;
+    L.n[2]++;
+    CHECK(mt_simulate(&s, L.l, L.n, c, &res) == MT_OK, "restored list runs: %s", res.error);
+    mt_sim_free(&res);
+    /* the last stage's first backward moved before its forward */
+    int f = -1, b = -1;
+    for (int i = 0; i < L.n[3]; i++) {
+        if (L.l[3][i].kind == MT_ACT_F && L.l[3][i].mb == 0)
+            f = i;
+        if (L.l[3][i].kind == MT_ACT_B && L.l[3][i].mb == 0)
+            b = i;
+    }
+    MtAction t = L.l[3][f];
+    L.l[3][f] = L.l[3][b];
+    L.l[3][b] = t;
+    CHECK(mt_simulate(&s, L.l, L.n, c, &res) == MT_EINPUT && strstr(res.error, "before its forward"),
+          "backward before forward: %s", res.error);
+    mt_sim_free(&res);
+    L.l[3][b] = L.l[3][f];
+    L.l[3][f] = t;
+    /* two ranks that each wait for the other: rank 0 puts its first backward (which waits
+     * for rank 1) before the forwards rank 1 needs -> deadlock */
+    MtSchedule g = {MT_SCHED_GPIPE, 2, 2, 1};
+    Lists G;
+    build(&g, &G);
+    /* rank 0: F0 SEND F1 SEND RECV_B0 B0 RECV_B1 B1 -> move "RECV_B0 B0" to the front */
+    MtAction r0[16];
+    int n0 = 0;
+    for (int i = 0; i < G.n[0]; i++)
+        if (G.l[0][i].kind == MT_ACT_RECV_B || G.l[0][i].kind == MT_ACT_B)
+            r0[n0++] = G.l[0][i];
+    for (int i = 0; i < G.n[0]; i++)
+        if (!(G.l[0][i].kind == MT_ACT_RECV_B || G.l[0][i].kind == MT_ACT_B))
+            r0[n0++] = G.l[0][i];
+    memcpy(G.l[0], r0, sizeof(MtAction) * (size_t)n0);
+    CHECK(mt_simulate(&g, G.l, G.n, c, &res) == MT_EINPUT && strstr(res.error, "before its forward"), "reordered: %s",
+          res.error);
+    mt_sim_free(&res);
+    drop(&g, &G);
+    /* a real deadlock: rank 1 waits for an activation that rank 0 sends only after a
+     * backward that needs rank 1 */
+    MtAction d0[] = {{MT_ACT_F, 0, 0}, {MT_ACT_RECV_B, 0, 0}, {MT_ACT_B, 0, 0}, {MT_ACT_SEND_F, 0, 0}};
+    MtAction d1[] = {{MT_ACT_RECV_F, 1, 0}, {MT_ACT_F, 1, 0}, {MT_ACT_B, 1, 0}, {MT_ACT_SEND_B, 1, 0}};
+    MtSchedule one = {MT_SCHED_GPIPE, 2, 1, 1};
+    MtAction *dl[2] = {d0, d1};
+    int dn[2] = {4, 4};
+    CHECK(mt_simulate(&one, dl, dn, c, &res) == MT_EINPUT && strstr(res.error, "deadlock"), "deadlock: %s", res.error);
+    mt_sim_free(&res);
+    /* an action dropped: a forward missing from the step */
+    L.n[0] -= 1; /* rank 0's last action (its final B) */
+    CHECK(mt_simulate(&s, L.l, L.n, c, &res) == MT_EINPUT, "missing action accepted");
+    mt_sim_free(&res);
+    drop(&s, &L);
+}
+
+/* The plan's evaluation equals the recursive tree bit for bit, on values whose sums
+ * depend on the order. */
+static float tree(const float *x, int lo, int hi)
+{
+    if (hi - lo == 1)
+        return x[lo];
+    int mid = lo + (hi - lo) / 2;
+    return tree(x, lo, mid) + tree(x, mid, hi);
+}
+
+static void tree_plan(void)
+{
+    for (int M = 1; M <= 300; M++) {
+        float x[300], buf[16];
+        for (int i = 0; i < M; i++)
+            x[i] = (float)((i * 2654435761u % 1000003u) * 1e-3) * (i % 3 ? 1.0f : 1e-4f);
+        MtTreeStep steps[600];
+        int n = mt_tree_plan(M, steps), leaves = 0, maxbuf = 0, ok = 1;
+        for (int i = 0; i < n; i++) {
+            MtTreeStep *st = &steps[i];
+            maxbuf = st->buf > maxbuf ? st->buf : maxbuf;
+            if (st->leaf >= 0) {
+                ok &= st->leaf == leaves++;
+                buf[st->buf] = x[st->leaf];
+            } else {
+                buf[st->buf] += buf[st->src];
+            }
+        }
+        float want = tree(x, 0, M);
+        CHECK(ok && leaves == M, "M %d: leaves out of order", M);
+        CHECK(memcmp(&buf[0], &want, sizeof want) == 0, "M %d: plan %.9g, tree %.9g", M, buf[0], want);
+        CHECK(maxbuf <= mt_tree_temps(M), "M %d: buffer %d beyond %d temporaries", M, maxbuf, mt_tree_temps(M));
+    }
+}
+
+static void stages(void)
+{
+    int b[8];
+    CHECK(mt_stage_layers(5, 2, NULL, b) == MT_OK && b[0] == 3 && b[1] == 2, "5 over 2: %d %d", b[0], b[1]);
+    CHECK(mt_stage_layers(8, 3, NULL, b) == MT_OK && b[0] == 3 && b[1] == 3 && b[2] == 2, "8 over 3");
+    int first, last;
+    mt_stage_layers(5, 2, NULL, b);
+    mt_stage_units(5, 2, b, 0, &first, &last);
+    CHECK(first == 0 && last == 3, "stage 0 units %d..%d", first, last);
+    mt_stage_units(5, 2, b, 1, &first, &last);
+    CHECK(first == 4 && last == 6, "stage 1 units %d..%d", first, last);
+    int given[3] = {1, 3, 2};
+    CHECK(mt_stage_layers(6, 3, given, b) == MT_OK && b[1] == 3, "given");
+    mt_stage_units(6, 3, b, 1, &first, &last);
+    CHECK(first == 2 && last == 4, "given stage 1 units %d..%d", first, last);
+    int zero[2] = {0, 4}, off[2] = {2, 3};
+    CHECK(mt_stage_layers(4, 2, zero, b) == MT_EINPUT, "a stage of zero layers");
+    CHECK(mt_stage_layers(4, 2, off, b) == MT_EINPUT, "layers not summing");
+    CHECK(mt_stage_layers(2, 3, NULL, b) == MT_EINPUT, "more stages than layers");
+    /* every unit in exactly one stage, in order */
+    for (int L = 1; L <= 12; L++)
+        for (int S = 1; S <= L; S++) {
+            mt_stage_layers(L, S, NULL, b);
+            int next = 0;
+            for (int s = 0; s < S; s++) {
+                mt_stage_units(L, S, b, s, &first, &last);
+                CHECK(first == next && last >= first, "L%d S%d stage %d: units %d..%d", L, S, s, first, last);
+                next = last + 1;
+            }
+            CHECK(next == L + 2, "L%d S%d: units end at %d", L, S, next);
+        }
+    /* refused layouts */
+    MtSchedule bad[] = {{MT_SCHED_INTERLEAVED, 2, 3, 2}, {MT_SCHED_1F1B, 2, 4, 2}, {MT_SCHED_INTERLEAVED, 1, 4, 2},
+                        {MT_SCHED_ZB, 0, 4, 1}, {MT_SCHED_GPIPE, 2, 0, 1}};
+    for (int i = 0; i < 5; i++)
+        CHECK(mt_schedule_check(&bad[i]) == MT_EINPUT, "layout %d accepted", i);
+    CHECK(mt_schedule_kind("zb") == MT_SCHED_ZB && mt_schedule_kind("zigzag") < 0, "names");
+}
+
+int main(void)
+{
+    exhaustive();
+    mutations();
+    tree_plan();
+    stages();
+    return mt_test_done("test_schedule");
+}
