@@ -15,7 +15,7 @@ static void usage(FILE *f)
             "  sample    generate text from a checkpoint\n"
             "  bench     time full training steps on random data (prints JSON)\n"
             "  bench-comm  bus bandwidth of the collectives, meshtrain's layer against raw MPI\n"
-            "  schedule  print a pipeline schedule (not available yet)\n");
+            "  schedule  print a pipeline schedule's timeline per rank and its simulated bubble\n");
 }
 
 int main(int argc, char **argv)
@@ -30,14 +30,11 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "sample") == 0) return mt_cmd_sample(argc - 2, argv + 2);
     if (strcmp(cmd, "prepare") == 0) return mt_cmd_prepare(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return mt_cmd_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "schedule") == 0) return mt_cmd_schedule(argc - 2, argv + 2);
     if (strcmp(cmd, "bench-comm") == 0) return mt_cmd_bench_comm(argc, argv);
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
-    }
-    if (strcmp(cmd, "schedule") == 0) {
-        fprintf(stderr, "meshtrain schedule: pipeline schedules are not implemented yet\n");
-        return 2;
     }
     fprintf(stderr, "meshtrain: unknown command '%s' (try meshtrain --help)\n", cmd);
     return 2;
