@@ -166,14 +166,15 @@ typedef struct {
     int64_t n;
 } Slot;
 
-/* Lists every activation buffer with its size; used both to size and to carve. */
-static int act_slots(const MtConfig *cfg, MtActs *a, int B, int T, int threads, Slot *s)
+/* Lists every activation buffer of shape sh with its size; used both to size and to carve. */
+static int act_slots(const MtConfig *cfg, MtActs *a, int B, int T, int threads, const MtActsShape *sh, Slot *s)
 {
     int64_t N = (int64_t)B * T, C = cfg->C;
     int k = 0;
 #define S(ptr, count) s[k++] = (Slot){&(ptr), (count)}
-    S(a->encoded, N * C);
-    for (int l = 0; l < cfg->L; l++) {
+    if (sh->embed || sh->input)
+        S(a->encoded, N * C);
+    for (int l = sh->l0; l < sh->l1; l++) {
         S(a->ln1[l], N * C);
         S(a->ln1_mean[l], N);
         S(a->ln1_rstd[l], N);
@@ -188,52 +189,71 @@ static int act_slots(const MtConfig *cfg, MtActs *a, int B, int T, int threads, 
         S(a->fch_gelu[l], N * 4 * C);
         S(a->res3[l], N * C);
     }
-    S(a->lnf, N * C);
-    S(a->lnf_mean, N);
-    S(a->lnf_rstd, N);
-    S(a->logits, N * cfg->V);
-    S(a->losses, N);
-    S(a->dres, N * C);
-    S(a->dln, N * C);
-    S(a->datty, N * C);
-    S(a->dqkv, N * 3 * C);
-    S(a->dfch, N * 4 * C);
-    S(a->datt_scratch, (int64_t)threads * mt_attention_scratch_floats(T));
+    if (sh->head) {
+        S(a->lnf, N * C);
+        S(a->lnf_mean, N);
+        S(a->lnf_rstd, N);
+        S(a->logits, N * cfg->V);
+        S(a->losses, N);
+    }
+    if (sh->scratch) {
+        S(a->dres, N * C);
+        S(a->dln, N * C);
+        S(a->datty, N * C);
+        S(a->dqkv, N * 3 * C);
+        S(a->dfch, N * 4 * C);
+        S(a->datt_scratch, (int64_t)threads * mt_attention_scratch_floats(T));
+    }
 #undef S
     return k;
 }
 
 #define MAX_SLOTS (32 + 13 * MT_MAX_LAYERS)
 
-int64_t mt_acts_floats(const MtConfig *cfg, int B, int T, int threads)
+MtActsShape mt_acts_whole(const MtConfig *cfg) { return (MtActsShape){0, cfg->L, 1, 1, 0, 1}; }
+
+int64_t mt_acts_floats_shape(const MtConfig *cfg, int B, int T, int threads, const MtActsShape *sh)
 {
     MtActs a;
     Slot s[MAX_SLOTS];
-    int k = act_slots(cfg, &a, B, T, threads, s);
+    int k = act_slots(cfg, &a, B, T, threads, sh, s);
     int64_t total = 0;
     for (int i = 0; i < k; i++)
         total += (s[i].n + 15) / 16 * 16; /* each buffer 64-byte aligned */
     return total;
 }
 
-MtStatus mt_acts_alloc(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, int T, int threads)
+int64_t mt_acts_floats(const MtConfig *cfg, int B, int T, int threads)
+{
+    MtActsShape sh = mt_acts_whole(cfg);
+    return mt_acts_floats_shape(cfg, B, T, threads, &sh);
+}
+
+MtStatus mt_acts_alloc_shape(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, int T, int threads,
+                             const MtActsShape *sh)
 {
     memset(a, 0, sizeof *a);
     a->B = B;
     a->T = T;
-    a->floats = mt_acts_floats(cfg, B, T, threads);
+    a->floats = mt_acts_floats_shape(cfg, B, T, threads, sh);
     a->block = mt_mem_alloc(mem, MT_MEM_ACTS, sizeof(float) * (size_t)a->floats);
     if (!a->block)
         return mt_error(MT_ENOMEM, "cannot allocate %.1f MiB of activations",
                         a->floats * 4.0 / (1 << 20));
     Slot s[MAX_SLOTS];
-    int k = act_slots(cfg, a, B, T, threads, s);
+    int k = act_slots(cfg, a, B, T, threads, sh, s);
     float *p = a->block;
     for (int i = 0; i < k; i++) {
         *s[i].slot = p;
         p += (s[i].n + 15) / 16 * 16;
     }
     return MT_OK;
+}
+
+MtStatus mt_acts_alloc(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, int T, int threads)
+{
+    MtActsShape sh = mt_acts_whole(cfg);
+    return mt_acts_alloc_shape(a, mem, cfg, B, T, threads, &sh);
 }
 
 void mt_acts_free(MtActs *a, MtMem *mem)
@@ -287,12 +307,54 @@ static void hook(const MtUnitHooks *h, MtUnitEvent ev, int unit)
         h->fn(h->ctx, ev, unit);
 }
 
+void mt_model_embed_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens)
+{
+    mt_encoder_forward(a->encoded, tokens, w->wte, w->wpe, a->B, a->T, cfg->C);
+}
+
+void mt_model_block_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, int l, const float *x)
+{
+    block_forward(cfg, &w->h[l], a, l, x);
+}
+
+double mt_model_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x,
+                             const int32_t *targets, float dscale)
+{
+    int N = a->B * a->T, C = cfg->C;
+    mt_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, N, C);
+    /* logits (N,V) = lnf @ wte^T (tied head) */
+    mt_gemm(0, 1, N, cfg->V, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, cfg->V, 0);
+    return mt_crossentropy_fused(a->logits, a->losses, targets, N, cfg->V, dscale);
+}
+
+void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a,
+                            const float *x)
+{
+    int N = a->B * a->T, C = cfg->C;
+    /* dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte */
+    mt_gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
+    mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
+    memset(a->dres, 0, sizeof(float) * (size_t)N * C);
+    mt_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+}
+
+void mt_model_block_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a, int l,
+                             const float *x)
+{
+    block_backward(cfg, &w->h[l], &g->h[l], a, l, x);
+}
+
+void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, const MtActs *a, const int32_t *tokens)
+{
+    mt_encoder_backward(dwte, dwpe, a->dres, tokens, a->B, a->T, cfg->C);
+}
+
 double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,
                         const int32_t *targets, float dscale, const MtUnitHooks *h)
 {
-    int B = a->B, T = a->T, C = cfg->C, N = B * T, L = cfg->L;
+    int L = cfg->L;
     hook(h, MT_PARAMS_NEED, 0); /* kept until the tied head has run */
-    mt_encoder_forward(a->encoded, tokens, w->wte, w->wpe, B, T, C);
+    mt_model_embed_forward(cfg, w, a, tokens);
     const float *x = a->encoded;
     for (int l = 0; l < L; l++) {
         hook(h, MT_PARAMS_NEED, l + 1);
@@ -301,10 +363,7 @@ double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, cons
         x = a->res3[l];
     }
     hook(h, MT_PARAMS_NEED, L + 1);
-    mt_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, N, C);
-    /* logits (N,V) = lnf @ wte^T (tied head) */
-    mt_gemm(0, 1, N, cfg->V, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, cfg->V, 0);
-    double loss = mt_crossentropy_fused(a->logits, a->losses, targets, N, cfg->V, dscale);
+    double loss = mt_model_head_forward(cfg, w, a, x, targets, dscale);
     if (dscale == 0.0f) { /* no backward follows */
         hook(h, MT_PARAMS_DONE, L + 1);
         hook(h, MT_PARAMS_DONE, 0);
@@ -315,16 +374,11 @@ double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, cons
 void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a,
                        const int32_t *tokens, const MtUnitHooks *h)
 {
-    int B = a->B, T = a->T, C = cfg->C, N = B * T, L = cfg->L;
+    int L = cfg->L;
     hook(h, MT_BACKWARD_BEGIN, L + 1);
     hook(h, MT_GRADS_NEED, L + 1);
     hook(h, MT_GRADS_NEED, 0);
-    /* head: dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte */
-    mt_gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
-    mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
-    memset(a->dres, 0, sizeof(float) * (size_t)N * C);
-    mt_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, L > 0 ? a->res3[L - 1] : a->encoded,
-                          w->lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+    mt_model_head_backward(cfg, w, g, a, L > 0 ? a->res3[L - 1] : a->encoded);
     hook(h, MT_PARAMS_DONE, 0); /* the encoder's backward needs no parameters */
     hook(h, MT_PARAMS_DONE, L + 1);
     hook(h, MT_GRADS_DONE, L + 1);
@@ -335,6 +389,6 @@ void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights 
         hook(h, MT_PARAMS_DONE, l + 1);
         hook(h, MT_GRADS_DONE, l + 1);
     }
-    mt_encoder_backward(g->wte, g->wpe, a->dres, tokens, B, T, C);
+    mt_model_embed_backward(cfg, g->wte, g->wpe, a, tokens);
     hook(h, MT_GRADS_DONE, 0);
 }

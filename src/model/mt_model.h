@@ -101,11 +101,23 @@ typedef struct {
     int64_t floats;
 } MtActs;
 
+/* Which activations a set holds: blocks [l0, l1), the embedding's output (embed) or a
+ * received stage input in its place (input; both in `encoded`), the head's (lnf, logits,
+ * losses), and the backward scratch (one layer's worth).  The whole model: mt_acts_whole. */
+typedef struct {
+    int l0, l1;
+    int embed, head, input, scratch;
+} MtActsShape;
+MtActsShape mt_acts_whole(const MtConfig *cfg);
+
 /* One allocation (category activations) for micro-batches of B x T; NULL-safe free. */
 MtStatus mt_acts_alloc(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, int T, int threads);
+MtStatus mt_acts_alloc_shape(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, int T, int threads,
+                             const MtActsShape *sh);
 void mt_acts_free(MtActs *a, MtMem *mem);
-/* Floats that mt_acts_alloc takes (pure; used by memory formulas). */
+/* Floats that mt_acts_alloc(_shape) takes (pure; used by memory formulas). */
 int64_t mt_acts_floats(const MtConfig *cfg, int B, int T, int threads);
+int64_t mt_acts_floats_shape(const MtConfig *cfg, int B, int T, int threads, const MtActsShape *sh);
 
 /* Unit events of a forward and backward pass, in the order they happen, for the techniques
  * that move a unit's parameters or gradients (FSDP gathers, gradient buckets):
@@ -133,5 +145,22 @@ double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, cons
  * accumulate (+=) into g. */
 void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a,
                        const int32_t *tokens, const MtUnitHooks *h);
+
+/* The same passes unit by unit, for techniques that run units apart (pipeline stages).
+ * mt_model_forward / mt_model_backward are exactly these in sequence:
+ *   forward:  embed_forward (into a->encoded); block_forward l (x: the block's input);
+ *             head_forward (x: the last block's output), returns the loss sum;
+ *   backward: head_backward (g->wte += the LM head's part; a->dres = d loss / d x);
+ *             block_backward l (a->dres: d output in, d input out); embed_backward (dwte
+ *             and dwpe += the rows of a->dres; either may be NULL). */
+void mt_model_embed_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens);
+void mt_model_block_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, int l, const float *x);
+double mt_model_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x,
+                             const int32_t *targets, float dscale);
+void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a,
+                            const float *x);
+void mt_model_block_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a, int l,
+                             const float *x);
+void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, const MtActs *a, const int32_t *tokens);
 
 #endif

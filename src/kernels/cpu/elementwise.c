@@ -62,12 +62,17 @@ void mt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int3
     {
         int c0, c1;
         mt_channel_range(C, &c0, &c1);
-        for (int n = 0; n < B * T; n++) {
+        for (int n = 0; n < B * T; n++) { /* each element's sum in row order, with or without the other */
             const float *d = dout + (int64_t)n * C;
-            float *e = dwte + (int64_t)tokens[n] * C, *p = dwpe + (int64_t)(n % T) * C;
-            for (int c = c0; c < c1; c++) {
-                e[c] += d[c];
-                p[c] += d[c];
+            if (dwte) {
+                float *e = dwte + (int64_t)tokens[n] * C;
+                for (int c = c0; c < c1; c++)
+                    e[c] += d[c];
+            }
+            if (dwpe) {
+                float *p = dwpe + (int64_t)(n % T) * C;
+                for (int c = c0; c < c1; c++)
+                    p[c] += d[c];
             }
         }
     }

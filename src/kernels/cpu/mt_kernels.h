@@ -18,6 +18,7 @@
 /* out[n,:] = wte[tokens[n],:] + wpe[n % T,:] */
 void mt_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                         int B, int T, int C);
+/* dwte[tokens[n]] += dout[n], dwpe[n % T] += dout[n], rows in order; either may be NULL */
 void mt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                          int B, int T, int C);
 
