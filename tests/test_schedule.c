@@ -75,7 +75,7 @@ static int in_order(const MtSchedule *s, const Lists *L)
 
 static void exhaustive(void)
 {
-    int runs = 0;
+    int runs = 0, worst_wte = 0;
     for (int k = 0; k < MT_NSCHED; k++)
         for (int V = 1; V <= 4; V++)
             for (int P = 1; P <= 8; P++)
@@ -95,6 +95,19 @@ static void exhaustive(void)
                         CHECK(res.peak_sets[r] == closed_peak(&s, r), "%s P%d M%d V%d rank %d: peak %d sets, formula %d",
                               nm, P, M, V, r, res.peak_sets[r], closed_peak(&s, r));
                     CHECK(in_order(&s, &L), "%s P%d M%d V%d: backwards out of micro-batch order", nm, P, M, V);
+                    /* the executor's allocations follow from the list alone */
+                    for (int r = 0; r < P; r++) {
+                        int sum = 0;
+                        for (int c = 0; c < V; c++)
+                            sum += mt_schedule_peak_sets(&s, L.l[r], L.n[r], c);
+                        CHECK(sum >= res.peak_sets[r] && (V > 1 || sum == res.peak_sets[r]),
+                              "%s P%d M%d V%d rank %d: chunk peaks %d vs %d", nm, P, M, V, r, sum, res.peak_sets[r]);
+                    }
+                    int pw = mt_schedule_peak_wte(&s, L.l[P - 1], L.n[P - 1]);
+                    CHECK(pw == res.peak_wte && (P == 1 ? pw == 0 : pw >= 1 && pw <= (P * V < M ? P * V : M) + 1),
+                          "%s P%d M%d V%d: %d head gradients await their rows (sim %d)", nm, P, M, V, pw, res.peak_wte);
+                    if (pw > worst_wte)
+                        worst_wte = pw;
                     /* zb beats 1F1B whenever there is a bubble to fill */
                     if (k == MT_SCHED_ZB && P > 1)
                         CHECK(res.bubble < (P - 1.0) / (M + P - 1.0), "zb P%d M%d: bubble %.4f not below 1F1B's", P, M,
@@ -103,7 +116,7 @@ static void exhaustive(void)
                     drop(&s, &L);
                     runs++;
                 }
-    printf("simulated %d schedules\n", runs);
+    printf("simulated %d schedules; at most %d head gradients awaited their embedding rows\n", runs, worst_wte);
     CHECK(runs > 1200, "only %d schedules were valid", runs);
 }
 

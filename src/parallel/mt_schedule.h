@@ -19,6 +19,16 @@
  * that needs it, so the transfer overlaps that compute.  Text form: "<stage><kind><mb>",
  * e.g. 2F0 (stage 2, forward, micro-batch 0), 1W3, 0SEND_F1.
  *
+ * The tied embedding.  One device sums micro-batch k's token-embedding gradient as the LM
+ * head's part H_k (a product) followed by the embedding's rows (the gradient reaching the
+ * embedding's output, added row by row).  With P > 1 the last stage computes H_k and the
+ * first stage the rows, so the first stage sends those rows (SEND_E after its backward of
+ * k: micro x T x C floats, like an activation) and the last rank completes the leaf (E k:
+ * adds the rows to H_k, then the leaf joins its gradient tree), in the single-device order.
+ * E k sits in the last rank's list before the first compute action that starts after the
+ * rows were sent in the unit-cost simulation: dependencies never form a cycle through it,
+ * and the H_k waiting for their rows (peak_wte) stay few.
+ *
  * Every schedule runs the backward passes of each stage in micro-batch order (and W in
  * micro-batch order), so a stage's gradient can be accumulated as the canonical pairwise
  * tree over micro-batches as the leaves arrive (mt_tree_plan).
@@ -47,7 +57,13 @@
 
 typedef enum { MT_SCHED_NAIVE, MT_SCHED_GPIPE, MT_SCHED_1F1B, MT_SCHED_INTERLEAVED, MT_SCHED_ZB, MT_NSCHED } MtSchedKind;
 
-typedef enum { MT_ACT_F, MT_ACT_B, MT_ACT_W, MT_ACT_SEND_F, MT_ACT_RECV_F, MT_ACT_SEND_B, MT_ACT_RECV_B } MtActKind;
+typedef enum {
+    MT_ACT_F, MT_ACT_B, MT_ACT_W,             /* compute */
+    MT_ACT_SEND_F, MT_ACT_RECV_F,             /* activations, stage s -> s+1 */
+    MT_ACT_SEND_B, MT_ACT_RECV_B,             /* their gradients, stage s -> s-1 */
+    MT_ACT_SEND_E, MT_ACT_RECV_E, MT_ACT_E,   /* the tied embedding's rows, first -> last stage */
+    MT_NACT
+} MtActKind;
 
 typedef struct {
     int kind;  /* MtActKind */
@@ -72,6 +88,11 @@ MtStatus mt_schedule_check(const MtSchedule *s);
 int mt_schedule_max_actions(const MtSchedule *s);
 /* Writes rank's actions into out (capacity mt_schedule_max_actions) and returns their count. */
 int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out);
+/* The most micro-batch activation sets of chunk c (stage c P + rank) that rank's list
+ * holds at once (F takes one; B, or W when split, returns it), and the most H_k the last
+ * rank holds awaiting E (0 elsewhere): what the executor allocates. */
+int mt_schedule_peak_sets(const MtSchedule *s, const MtAction *list, int n, int chunk);
+int mt_schedule_peak_wte(const MtSchedule *s, const MtAction *list, int n);
 /* "2F0", "0SEND_F1" into buf (>= 40 bytes); returns buf. */
 const char *mt_action_str(const MtAction *a, char *buf);
 
@@ -96,6 +117,7 @@ typedef struct {
     double bubble;     /* idle / (P x makespan) */
     double busy[MT_MAX_STAGES];
     int peak_sets[MT_MAX_STAGES]; /* most micro-batch activation sets held at once, per rank */
+    int peak_wte;                 /* most H_k held by the last rank awaiting their rows (E) */
     /* per rank: the compute actions' spans, in list order */
     MtSimSpan *span[MT_MAX_STAGES];
     int nspan[MT_MAX_STAGES];

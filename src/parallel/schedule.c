@@ -37,7 +37,7 @@ MtStatus mt_schedule_check(const MtSchedule *s)
     return MT_OK;
 }
 
-int mt_schedule_max_actions(const MtSchedule *s) { return 9 * s->M * s->V + 4; }
+int mt_schedule_max_actions(const MtSchedule *s) { return 9 * s->M * s->V + 3 * s->M + 4; }
 
 /* ---- generators: the compute actions of every rank, in order ---- */
 
@@ -149,10 +149,13 @@ static int needs_send(const MtSchedule *s, const MtAction *a)
     return -1;
 }
 
-int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out)
+static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs, int want_e,
+                         MtSimResult *res);
+
+/* the compute actions of rank, in order */
+static int compute_list(const MtSchedule *s, int rank, MtAction *out)
 {
-    List c = {malloc(sizeof(MtAction) * (size_t)(3 * s->M * s->V + 1)), 0};
-    MT_ASSERT(c.a, "out of memory");
+    List c = {out, 0};
     switch (s->kind) {
     case MT_SCHED_NAIVE: gen_naive(s, rank, &c); break;
     case MT_SCHED_GPIPE: gen_gpipe(s, rank, &c); break;
@@ -161,6 +164,15 @@ int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out)
     case MT_SCHED_ZB: gen_zb(s, rank, &c); break;
     default: MT_ASSERT(0, "unknown schedule %d", (int)s->kind);
     }
+    return c.n;
+}
+
+/* the compute actions with their transfers of activations and gradients (no E yet) */
+static int with_transfers(const MtSchedule *s, int rank, MtAction *out)
+{
+    List c = {malloc(sizeof(MtAction) * (size_t)(3 * s->M * s->V + 1)), 0};
+    MT_ASSERT(c.a, "out of memory");
+    c.n = compute_list(s, rank, c.a);
     List o = {out, 0};
     for (int i = 0; i < c.n; i++) {
         int k;
@@ -171,15 +183,105 @@ int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out)
         o.a[o.n++] = c.a[i];
         if ((k = needs_send(s, &c.a[i])) >= 0)
             put(&o, k, c.a[i].stage, c.a[i].mb);
+        /* the first stage's backward of k has the embedding's rows of micro-batch k */
+        if (s->P > 1 && c.a[i].kind == MT_ACT_B && c.a[i].stage == 0)
+            put(&o, MT_ACT_SEND_E, 0, c.a[i].mb);
     }
     free(c.a);
     return o.n;
 }
 
+/* the last stage's pass that computes H_k: its backward, or W when split */
+static int makes_h(const MtSchedule *s, const MtAction *a)
+{
+    int S = s->P * s->V;
+    return a->stage == S - 1 && a->kind == (mt_schedule_split(s->kind) ? MT_ACT_W : MT_ACT_B);
+}
+
+int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out)
+{
+    int n = with_transfers(s, rank, out);
+    if (s->P == 1 || rank != s->P - 1)
+        return n;
+    /* The last rank: RECV_E k right after H_k is computed, E k before the first compute
+     * action that starts after the first stage sent the rows (unit costs). */
+    int cap = mt_schedule_max_actions(s);
+    MtAction *lists[MT_MAX_STAGES];
+    int ns[MT_MAX_STAGES];
+    for (int r = 0; r < s->P; r++) {
+        lists[r] = malloc(sizeof(MtAction) * (size_t)cap);
+        MT_ASSERT(lists[r], "out of memory");
+        ns[r] = with_transfers(s, r, lists[r]);
+    }
+    MtSimResult res;
+    MtStatus st = simulate(s, lists, ns, (MtSimCosts){1, 1, 1}, 0, &res);
+    MT_ASSERT(st == MT_OK, "schedule %s P %d M %d V %d: %s", mt_schedule_name(s->kind), s->P, s->M, s->V, res.error);
+    /* when stage 0 finished each backward (its SEND_E time) */
+    double *sent = malloc(sizeof(double) * (size_t)s->M);
+    double *start = malloc(sizeof(double) * (size_t)(n + 1));
+    MT_ASSERT(sent && start, "out of memory");
+    for (int i = 0; i < res.nspan[0]; i++) {
+        const MtAction *a = &lists[0][res.span[0][i].action];
+        if (a->kind == MT_ACT_B && a->stage == 0)
+            sent[a->mb] = res.span[0][i].end;
+    }
+    for (int i = 0; i <= n; i++)
+        start[i] = -1.0; /* list index -> simulated start of that compute action */
+    for (int i = 0; i < res.nspan[rank]; i++)
+        start[res.span[rank][i].action] = res.span[rank][i].start;
+    List o = {out, 0};
+    int next_e = 0, have_h = 0;
+    for (int i = 0; i < n; i++) {
+        const MtAction a = lists[rank][i];
+        if (start[i] >= 0)
+            while (next_e < have_h && sent[next_e] <= start[i])
+                put(&o, MT_ACT_E, s->P * s->V - 1, next_e++);
+        o.a[o.n++] = a;
+        if (makes_h(s, &a)) {
+            put(&o, MT_ACT_RECV_E, s->P * s->V - 1, a.mb);
+            have_h++;
+        }
+    }
+    while (next_e < s->M)
+        put(&o, MT_ACT_E, s->P * s->V - 1, next_e++);
+    free(sent);
+    free(start);
+    mt_sim_free(&res);
+    for (int r = 0; r < s->P; r++)
+        free(lists[r]);
+    return o.n;
+}
+
+int mt_schedule_peak_sets(const MtSchedule *s, const MtAction *list, int n, int chunk)
+{
+    int held = 0, peak = 0, free_at = mt_schedule_split(s->kind) ? MT_ACT_W : MT_ACT_B;
+    for (int i = 0; i < n; i++) {
+        if (list[i].stage / s->P != chunk)
+            continue;
+        if (list[i].kind == MT_ACT_F && ++held > peak)
+            peak = held;
+        if (list[i].kind == free_at)
+            held--;
+    }
+    return peak;
+}
+
+int mt_schedule_peak_wte(const MtSchedule *s, const MtAction *list, int n)
+{
+    int held = 0, peak = 0;
+    for (int i = 0; i < n; i++) {
+        if (makes_h(s, &list[i]) && s->P > 1 && ++held > peak)
+            peak = held;
+        if (list[i].kind == MT_ACT_E)
+            held--;
+    }
+    return peak;
+}
+
 const char *mt_action_str(const MtAction *a, char *buf)
 {
-    static const char *k[] = {"F", "B", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "?"};
-    int kind = a->kind >= 0 && a->kind < 7 ? a->kind : 7;
+    static const char *k[] = {"F", "B", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "SEND_E", "RECV_E", "E", "?"};
+    int kind = a->kind >= 0 && a->kind < MT_NACT ? a->kind : MT_NACT;
     snprintf(buf, 40, "%d%s%d", a->stage % 10000, k[kind], a->mb % 100000);
     return buf;
 }
@@ -235,18 +337,22 @@ static MtStatus sim_error(MtSimResult *res, const char *what, int rank, const Mt
     return mt_error(MT_EINPUT, "schedule simulation: %s", res->error);
 }
 
-MtStatus mt_simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs,
-                     MtSimResult *res)
+/* want_e: the lists include the embedding's E actions (all but mt_schedule_build's own drafts) */
+static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs, int want_e,
+                         MtSimResult *res)
 {
     memset(res, 0, sizeof *res);
     int P = s->P, M = s->M, S = P * s->V, split = mt_schedule_split(s->kind);
     size_t cells = (size_t)S * M;
     /* per (stage, mb): end times of F, B, W; times sends were issued; receives posted */
-    double *t_f = malloc(sizeof(double) * cells * 5);
-    char *posted = calloc(cells * 2, 1);
+    double *t_f = malloc(sizeof(double) * (cells * 5 + 2 * (size_t)M));
+    char *posted = calloc(cells * 2 + 2 * (size_t)M, 1);
     MT_ASSERT(t_f && posted, "out of memory");
     double *t_b = t_f + cells, *t_w = t_b + cells, *sent_f = t_w + cells, *sent_b = sent_f + cells;
-    for (size_t i = 0; i < cells * 5; i++)
+    double *sent_e = sent_b + cells, *t_e = sent_e + M; /* the embedding's rows: sent, added (E) */
+    char *posted_e = posted + cells * 2;
+    int held_h = 0;
+    for (size_t i = 0; i < cells * 5 + 2 * (size_t)M; i++)
         t_f[i] = -1.0;
     int pos[MT_MAX_STAGES] = {0}, sets[MT_MAX_STAGES] = {0};
     double now[MT_MAX_STAGES] = {0};
@@ -343,9 +449,38 @@ MtStatus mt_simulate(const MtSchedule *s, MtAction *const *lists, const int *n, 
                     t_w[i] = start + cost;
                     sets[r]--;
                     break;
+                case MT_ACT_SEND_E:
+                    if (a->stage != 0 || t_b[i] < 0 || P == 1 || sent_e[a->mb] >= 0)
+                        st = sim_error(res, "a send of embedding rows not computed", r, a);
+                    sent_e[a->mb] = now[r];
+                    break;
+                case MT_ACT_RECV_E:
+                    if (a->stage != S - 1 || P == 1)
+                        st = sim_error(res, "a receive of embedding rows off the last stage", r, a);
+                    posted_e[a->mb] = 1;
+                    break;
+                case MT_ACT_E: {
+                    double h = split ? t_w[i] : t_b[i];
+                    if (a->stage != S - 1 || h < 0 || !posted_e[a->mb] || t_e[a->mb] >= 0) {
+                        st = sim_error(res, "an embedding leaf before its head gradient or receive", r, a);
+                        break;
+                    }
+                    if (sent_e[a->mb] < 0) {
+                        blocked = 1;
+                        break;
+                    }
+                    if (sent_e[a->mb] > now[r])
+                        now[r] = sent_e[a->mb]; /* waits for the rows */
+                    t_e[a->mb] = now[r];
+                    held_h--;
+                    break;
+                }
                 default:
                     st = sim_error(res, "an unknown action", r, a);
                 }
+                if (st == MT_OK && !blocked && P > 1 && a->stage == S - 1 &&
+                    a->kind == (split ? MT_ACT_W : MT_ACT_B) && ++held_h > res->peak_wte)
+                    res->peak_wte = held_h;
                 if (blocked || st != MT_OK)
                     break;
                 if (a->kind == MT_ACT_F || a->kind == MT_ACT_B || a->kind == MT_ACT_W) {
@@ -374,6 +509,8 @@ MtStatus mt_simulate(const MtSchedule *s, MtAction *const *lists, const int *n, 
             st = sim_error(res, "an activation not sent or not received", r, &a);
         else if (P > 1 && a.stage > 0 && (sent_b[i] < 0 || !posted[(i - M) * 2 + 1]))
             st = sim_error(res, "a gradient not sent or not received", r, &a);
+        else if (want_e && P > 1 && a.stage == 0 && (sent_e[a.mb] < 0 || t_e[a.mb] < 0))
+            st = sim_error(res, "embedding rows not sent or not added (E)", P - 1, &a);
     }
     for (int r = 0; r < P; r++) {
         if (now[r] > res->makespan)
@@ -386,6 +523,12 @@ MtStatus mt_simulate(const MtSchedule *s, MtAction *const *lists, const int *n, 
     free(t_f);
     free(posted);
     return st;
+}
+
+MtStatus mt_simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs,
+                     MtSimResult *res)
+{
+    return simulate(s, lists, n, costs, 1, res);
 }
 
 /* ---- tree plan ---- */
