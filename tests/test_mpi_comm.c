@@ -144,7 +144,7 @@ static void test_group(MtGroupKind g, const MtLayout *l, int64_t n)
         CHECK(mt_comm_bytes(C, g, MT_OP_SEND) - bs == n * 4 && mt_comm_bytes(C, g, MT_OP_RECV) == br,
               "send counts n bytes, receive counts none");
         /* the same with non-blocking calls */
-        MtRequest *rr = mt_irecv(C, g, out, n, prev), *rs = mt_isend(C, g, buf, n, next);
+        MtRequest *rr = mt_irecv(C, g, out, n, prev, 7), *rs = mt_isend(C, g, buf, n, next, 7);
         mt_wait(C, rs);
         while (!mt_test(C, rr)) {}
         bad = 0;

@@ -11,6 +11,7 @@
 #include "mt_checkpoint.h"
 #include "mt_comm.h"
 #include "mt_dp.h"
+#include "mt_pipeline.h"
 #include "mt_launch.h"
 #include "mt_cli.h"
 #include "mt_fsutil.h"
@@ -23,14 +24,15 @@ typedef struct {
     const char *data, *save, *resume, *log_json, *trace;
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
-    int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, recompute, deterministic, check_coll, fast_comm;
+    int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm;
     float comm_timeout, bucket_mb;
-    const char *schedule;
+    const char *schedule, *stage_layers, *recompute_mode;
     uint64_t seed;
 } TrainArgs;
 
-/* What this build can run: the data-parallel family (--dp, --zero 0-3).  The degrees, ZeRO
- * stage and schedule are checked against the model by mt_layout_check (mt_mesh.h). */
+/* What this build can run: the data-parallel family (--dp, --zero 0-3) and pipelines
+ * (--pp with every schedule).  The degrees, ZeRO stage and schedule are checked against the
+ * model by mt_layout_check (mt_mesh.h); the pipeline's cuts by mt_pipe_check. */
 static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
 {
     MtLayout l = {.dp = a->dp, .tp = a->tp, .pp = a->pp, .shard = a->shard};
@@ -38,17 +40,41 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
     MtStatus s = mt_layout_check(&l, world, cfg->NH, cfg->L, a->zero, a->schedule);
     if (s != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
-    if (a->tp > 1 || a->pp > 1)
-        return mt_error(MT_EINPUT, "meshtrain train: --tp %d --pp %d: tensor and pipeline parallelism are not "
-                        "built yet (this build trains with --dp only)", a->tp, a->pp);
+    if (a->tp > 1)
+        return mt_error(MT_EINPUT, "meshtrain train: --tp %d: tensor parallelism is not built yet", a->tp);
+    if (a->pp > 1 && a->dp > 1)
+        return mt_error(MT_EINPUT, "meshtrain train: --pp %d with --dp %d: pipelines combined with data parallelism "
+                        "are not built yet (issue 10); use one or the other", a->pp, a->dp);
+    if (a->pp > 1 && a->zero > 0)
+        return mt_error(MT_EINPUT, "meshtrain train: --zero %d shards over the dp group; with --pp alone there is none",
+                        a->zero);
     if (!(a->bucket_mb >= 0.0f && a->bucket_mb <= 4096.0f))
         return mt_error(MT_EINPUT, "meshtrain train: --bucket-mb %g must be between 0 and 4096", a->bucket_mb);
     if (a->seqpar)
         return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel needs --tp > 1");
-    if (a->recompute)
-        return mt_error(MT_EINPUT, "meshtrain train: --recompute is not implemented yet");
-    if (a->microbatches != 0 || a->vstages != 1)
-        return mt_error(MT_EINPUT, "meshtrain train: --microbatches and --virtual-stages need --pp > 1");
+    if (strcmp(a->recompute_mode, "none") != 0)
+        return mt_error(MT_EINPUT, "meshtrain train: --recompute %s: must be none (attn and full are not built yet)",
+                        a->recompute_mode);
+    if (a->pp == 1 && (a->microbatches != 0 || a->vstages != 1 || a->stage_layers))
+        return mt_error(MT_EINPUT, "meshtrain train: --microbatches, --virtual-stages and --stage-layers need --pp > 1");
+    return MT_OK;
+}
+
+/* "3,2,2" -> blocks per stage; MT_EINPUT on anything else */
+static MtStatus parse_stage_layers(const char *text, int *out, int *n)
+{
+    *n = 0;
+    const char *q = text;
+    while (*q) {
+        char *end;
+        long v = strtol(q, &end, 10);
+        if (end == q || v < -1000000 || v > 1000000 || *n >= MT_MAX_STAGES || (*end && *end != ','))
+            return mt_error(MT_EINPUT, "meshtrain train: --stage-layers %s: want numbers separated by commas", text);
+        out[(*n)++] = (int)v;
+        q = *end ? end + 1 : end;
+    }
+    if (*n == 0)
+        return mt_error(MT_EINPUT, "meshtrain train: --stage-layers is empty");
     return MT_OK;
 }
 
@@ -93,7 +119,7 @@ static void fmt_eta(char *out, size_t n, double sec)
  * activations, peak) and the bytes sent per group (dp, tp, pp). */
 #define RANK_FIELDS 9
 
-static void rank_fields(const MtTrainer *tr, const MtComm *c, const MtDp *dp, int64_t *f)
+static void rank_fields(const MtTrainer *tr, const MtComm *c, const MtDp *dp, const MtPipe *pp, int64_t *f)
 {
     const MtMem *m = &tr->mem;
     f[0] = m->peak[MT_MEM_PARAMS];
@@ -104,18 +130,20 @@ static void rank_fields(const MtTrainer *tr, const MtComm *c, const MtDp *dp, in
     f[5] = c ? mt_comm_group_bytes(c, MT_GROUP_DP) + mt_comm_group_bytes(c, MT_GROUP_DP_SHARD) +
                    mt_comm_group_bytes(c, MT_GROUP_DP_REPLICA) : 0;
     f[6] = c ? mt_comm_group_bytes(c, MT_GROUP_TP) : 0;
-    f[7] = c ? mt_comm_group_bytes(c, MT_GROUP_PP) : 0;
-    f[8] = dp ? (int64_t)(dp->comm_s * 1e6) : 0; /* microseconds */
+    f[7] = c ? mt_comm_group_bytes(c, MT_GROUP_PP) + mt_comm_group_bytes(c, MT_GROUP_EMBED) : 0;
+    f[8] = dp ? (int64_t)(dp->comm_s * 1e6) : pp ? (int64_t)(pp->comm_s * 1e6) : 0; /* microseconds */
 }
 
 static void log_json(FILE *f, const MtTrainer *tr, const MtStepStats *st, double ms, double tps,
-                     double val, const int64_t *ranks, int nranks)
+                     double val, double bubble, const int64_t *ranks, int nranks)
 {
     fprintf(f, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"step_ms\": %.3f, "
                "\"tokens_per_s\": %.1f, ",
             (long long)tr->step, st->loss, st->lr, st->grad_norm, ms, tps);
     if (!isnan(val))
         fprintf(f, "\"val_loss\": %.9g, ", val);
+    if (!isnan(bubble))
+        fprintf(f, "\"bubble\": %.4f, ", bubble);
     fprintf(f, "\"mem\": [");
     for (int r = 0; r < nranks; r++) {
         const int64_t *x = ranks + r * RANK_FIELDS;
@@ -146,11 +174,18 @@ static MtStatus load_data(const char *dir, const char *name, int required, MtTok
 
 /* Saves a checkpoint; with sharded state every rank first gathers the whole arrays
  * (collective), then rank 0 writes.  Returns 0 or the exit status. */
-static int save(MtTrainer *tr, MtDp *dp, const char *dir, int root)
+static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, const char *dir, int root)
 {
     const MtTrainConfig *tc = &tr->tc;
     float *P = tr->params, *M = tr->m, *V = tr->v, *full = NULL;
-    if (dp && dp->o.zero > 0) {
+    if (pp) { /* the stages' parts meet on rank 0 */
+        full = root ? malloc(3 * sizeof(float) * (size_t)tr->nfloats) : NULL;
+        MT_ASSERT(full || !root, "no memory to gather the checkpoint");
+        P = full;
+        M = full ? full + tr->nfloats : NULL;
+        V = full ? full + 2 * tr->nfloats : NULL;
+        mt_pipe_gather_state(pp, P, M, V);
+    } else if (dp && dp->o.zero > 0) {
         full = malloc(3 * sizeof(float) * (size_t)tr->nfloats);
         MT_ASSERT(full, "no memory to gather the checkpoint");
         P = full;
@@ -166,6 +201,50 @@ static int save(MtTrainer *tr, MtDp *dp, const char *dir, int root)
     }
     free(full);
     return s == MT_OK ? 0 : mt_cli_fail(s);
+}
+
+/* A pipeline's measured bubble against the simulated one: the schedule's lists run with
+ * this run's mean compute time per chunk of F, B and W (rank 0 prints). */
+static void pipe_summary(MtPipe *pp, double measured, double exposed_ms)
+{
+    int64_t m64[6], *a64 = malloc(sizeof(int64_t) * 6 * (size_t)mt_comm_size(pp->c));
+    MT_ASSERT(a64, "out of memory");
+    for (int k = 0; k < 3; k++) {
+        m64[k] = (int64_t)(pp->kind_s[k] * 1e6); /* microseconds */
+        m64[3 + k] = pp->kind_n[k];
+    }
+    mt_comm_gather_i64(pp->c, m64, 6, a64);
+    if (mt_comm_rank(pp->c) != 0) {
+        free(a64);
+        return;
+    }
+    double cost[3] = {0, 0, 0}, cnt[3] = {0, 0, 0};
+    for (int r = 0; r < pp->P; r++)
+        for (int k = 0; k < 3; k++) {
+            cost[k] += a64[6 * r + k] * 1e-6;
+            cnt[k] += (double)a64[6 * r + 3 + k];
+        }
+    free(a64);
+    MtSimCosts c = {cnt[0] > 0 ? cost[0] / cnt[0] : 1.0, cnt[1] > 0 ? cost[1] / cnt[1] : 2.0,
+                    cnt[2] > 0 ? cost[2] / cnt[2] : 0.0};
+    if (!mt_schedule_split(pp->sched.kind))
+        c.w = 0.0; /* B and W measured together */
+    MtAction *lists[MT_MAX_STAGES];
+    int n[MT_MAX_STAGES];
+    for (int r = 0; r < pp->P; r++) {
+        lists[r] = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&pp->sched));
+        MT_ASSERT(lists[r], "out of memory");
+        n[r] = mt_schedule_build(&pp->sched, r, lists[r]);
+    }
+    MtSimResult res;
+    MtStatus st = mt_simulate(&pp->sched, lists, n, c, &res);
+    printf("pipeline %s: measured bubble %.4f, simulated %.4f with this run's costs (F %.2f ms, B %.2f ms, W %.2f ms "
+           "per chunk)%s; %.1f ms/step inside communication calls on rank 0\n",
+           mt_schedule_name(pp->sched.kind), measured, st == MT_OK ? res.bubble : NAN, 1e3 * c.f, 1e3 * c.b, 1e3 * c.w,
+           st == MT_OK ? "" : " (simulation failed)", exposed_ms);
+    mt_sim_free(&res);
+    for (int r = 0; r < pp->P; r++)
+        free(lists[r]);
 }
 
 /* End of a multi-rank run: bytes each rank sent per group, and the trace. */
@@ -203,7 +282,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
                    .batch = 16, .micro = 0, .steps = 200, .warmup = 20, .lr = 1e-3f,
                    .min_lr_frac = 0.1f, .wd = 0.1f, .clip = 1.0f, .beta1 = 0.9f, .beta2 = 0.95f,
                    .eval_every = 100, .eval_batches = 8, .log_every = 10, .threads = 0,
-                   .dp = 1, .tp = 1, .pp = 1, .vstages = 1, .schedule = "1f1b", .seed = 1337,
+                   .dp = 1, .tp = 1, .pp = 1, .vstages = 1, .schedule = "1f1b", .recompute_mode = "none", .seed = 1337,
                    .comm_timeout = 60.0f, .bucket_mb = 25.0f};
     Flag flags[] = {
         {"layers", FLAG_INT, &a.layers, "transformer blocks"},
@@ -243,7 +322,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"microbatches", FLAG_INT, &a.microbatches, "pipeline micro-batches"},
         {"virtual-stages", FLAG_INT, &a.vstages, "interleaved stages per rank"},
         {"sequence-parallel", FLAG_BOOL, &a.seqpar, "sequence parallelism with TP"},
-        {"recompute", FLAG_BOOL, &a.recompute, "activation recomputation"},
+        {"recompute", FLAG_STR, &a.recompute_mode, "activation recomputation: none attn full"},
+        {"stage-layers", FLAG_STR, &a.stage_layers, "blocks per pipeline stage, e.g. 3,2,2 (default: even, first stages take the extra)"},
         {"deterministic", FLAG_BOOL, &a.deterministic, "fixed-order reductions (the default; kept for clarity)"},
         {"fast-comm", FLAG_BOOL, &a.fast_comm, "MPI's own reductions instead of the fixed order (not bit-exact)"},
         {"comm-timeout", FLAG_FLOAT, &a.comm_timeout, "seconds a rank waits in one operation before giving up"},
@@ -296,6 +376,16 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (tc.cfg.T < a.seq_len)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --seq-len %d is longer than the context length %d",
                                     a.seq_len, tc.cfg.T));
+    if (a.microbatches < 0 || (a.microbatches > 0 && a.batch % a.microbatches != 0))
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --microbatches %d must be positive and divide "
+                                    "--batch-size %d", a.microbatches, a.batch));
+    if (a.microbatches > 0) { /* either determines the other; both must agree */
+        if (mt_flag_find(flags, nflags, "micro-batch-size")->set && a.micro * a.microbatches != a.batch)
+            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --microbatches %d contradicts --batch-size %d / "
+                                        "--micro-batch-size %d = %d micro-batches", a.microbatches, a.batch, a.micro,
+                                        a.micro > 0 ? a.batch / a.micro : 0));
+        a.micro = a.batch / a.microbatches;
+    }
     tc.batch = a.batch;
     tc.micro = a.micro ? a.micro : a.batch;
     tc.seq = a.seq_len;
@@ -310,6 +400,18 @@ int mt_cmd_train(int full_argc, char **full_argv)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     if ((s = check_layout(&a, &tc.cfg)) != MT_OK)
         return mt_cli_fail(s);
+    MtPipeOptions po = {0};
+    if (a.pp > 1) {
+        int given[MT_MAX_STAGES], ngiven = 0;
+        if (tc.batch % tc.micro != 0)
+            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: batch size %d is not a multiple of the micro-batch "
+                                        "size %d", tc.batch, tc.micro));
+        if (a.stage_layers && (s = parse_stage_layers(a.stage_layers, given, &ngiven)) != MT_OK)
+            return mt_cli_fail(s);
+        po = (MtPipeOptions){.kind = mt_schedule_kind(a.schedule), .M = tc.batch / tc.micro, .V = a.vstages};
+        if ((s = mt_pipe_check(&po, &tc.cfg, a.pp, a.stage_layers ? given : NULL, ngiven)) != MT_OK)
+            return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+    }
     if (tc.batch % tc.micro == 0 && (s = mt_dp_check(a.dp, tc.batch / tc.micro)) != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     if (a.save && (s = check_save_dir(a.save)) != MT_OK)
@@ -351,7 +453,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
         mt_comm_mesh(comm, &l);
     }
     int root = !comm || mt_comm_rank(comm) == 0;
-    if (comm)
+    if (comm && a.pp > 1)
+        mt_pipe_configure(&tc, &po, a.pp, mt_comm_group_rank(comm, MT_GROUP_PP));
+    else if (comm)
         mt_dp_configure(&tc, a.dp, a.shard, a.zero, !a.fast_comm);
     if (a.trace && !comm)
         printf("meshtrain train: one rank, no communication: --trace %s is not written\n", a.trace);
@@ -359,11 +463,18 @@ int mt_cmd_train(int full_argc, char **full_argv)
     fields = calloc((size_t)nranks * RANK_FIELDS, sizeof(int64_t));
     MtTrainer tr;
     MtDp dpe = {0}, *dpp = NULL;
+    MtPipe pipe = {0}, *pp = NULL;
     if (!fields || (s = mt_trainer_init(&tr, &tc)) != MT_OK) {
         rc = mt_cli_fail(mt_error_prefix(fields ? s : MT_ENOMEM, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
         goto out_data;
     }
-    if (comm) {
+    if (comm && a.pp > 1) {
+        if ((s = mt_pipe_init(&pipe, &tr, comm, &po)) != MT_OK) {
+            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
+            goto out_trainer;
+        }
+        pp = &pipe;
+    } else if (comm) {
         MtDpOptions o = {.zero = a.zero, .det = !a.fast_comm, .bucket_bytes = (int64_t)(a.bucket_mb * 1048576.0),
                          .shard = a.shard};
         if ((s = mt_dp_init(&dpe, &tr, comm, &o)) != MT_OK) {
@@ -373,15 +484,17 @@ int mt_cmd_train(int full_argc, char **full_argv)
         dpp = &dpe;
     }
     if (a.resume) {
-        /* the checkpoint is whole; a sharded rank reads it all and keeps its chunks */
-        int sharded = dpp && a.zero > 0;
+        /* the checkpoint is whole; a sharded rank or a stage reads it all and keeps its part */
+        int sharded = (dpp && a.zero > 0) || pp;
         float *full = sharded ? malloc(3 * sizeof(float) * (size_t)tr.nfloats) : NULL;
         float *P = full ? full : tr.params, *Mm = full ? full + tr.nfloats : tr.m, *V = full ? full + 2 * tr.nfloats : tr.v;
         if (sharded && !full)
             s = mt_error(MT_ENOMEM, "no memory to read %s", a.resume);
         else if ((s = mt_ckpt_load_params(a.resume, tr.table, tr.nparams, P)) == MT_OK)
             s = mt_ckpt_load_moments(a.resume, tr.table, tr.nparams, Mm, V);
-        if (s == MT_OK && sharded)
+        if (s == MT_OK && pp)
+            mt_pipe_scatter_state(pp, P, Mm, V);
+        else if (s == MT_OK && sharded)
             mt_dp_scatter_state(dpp, P, Mm, V);
         free(full);
         if (s != MT_OK) {
@@ -415,7 +528,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
            tr.mem.cur[MT_MEM_PARAMS] / 1048576.0, tr.mem.cur[MT_MEM_GRADS] / 1048576.0,
            tr.mem.cur[MT_MEM_OPTIM] / 1048576.0, tr.mem.cur[MT_MEM_ACTS] / 1048576.0);
     fflush(stdout);
-    double t_total = 0.0, exposed_total = 0.0;
+    double t_total = 0.0, exposed_total = 0.0, bubble_total = 0.0;
     int64_t timed = 0;
     MtStepStats st = {0};
     while (tr.step < a.steps) {
@@ -423,7 +536,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
         if (comm)
             mt_comm_reset_counters(comm);
         double t0 = mt_now();
-        if (dpp)
+        if (pp)
+            mt_pipe_step(pp, &train, &st);
+        else if (dpp)
             mt_dp_step(dpp, &train, &st);
         else
             mt_trainer_step(&tr, &train, &st);
@@ -439,17 +554,21 @@ int mt_cmd_train(int full_argc, char **full_argv)
         double tps = (double)tc.batch * tc.seq / dt;
         if (dpp)
             exposed_total += dpp->comm_s;
+        if (pp) {
+            exposed_total += pp->comm_s;
+            bubble_total += pp->bubble;
+        }
         if (a.log_json) { /* this step's figures, before an evaluation adds to them */
-            rank_fields(&tr, comm, dpp, fields);
+            rank_fields(&tr, comm, dpp, pp, fields);
             if (comm)
                 mt_comm_gather_i64(comm, fields, RANK_FIELDS, fields);
         }
         double vl = NAN;
         int last = tr.step == a.steps || (a.exit_interval > 0 && tr.step % a.exit_interval == 0);
         if (val_windows > 0 && ((a.eval_every > 0 && tr.step % a.eval_every == 0) || last))
-            vl = mt_trainer_eval(&tr, &val, val_windows);
+            vl = pp ? mt_pipe_eval(pp, &val, val_windows) : mt_trainer_eval(&tr, &val, val_windows);
         if (jf)
-            log_json(jf, &tr, &st, dt * 1e3, tps, vl, fields, nranks);
+            log_json(jf, &tr, &st, dt * 1e3, tps, vl, pp ? pp->bubble : NAN, fields, nranks);
         if ((a.log_every > 0 && tr.step % a.log_every == 0) || last || !isnan(vl) || tr.step == 1) {
             char eta[32];
             fmt_eta(eta, sizeof eta, (a.steps - tr.step) * (t_total / timed));
@@ -463,13 +582,15 @@ int mt_cmd_train(int full_argc, char **full_argv)
         if (last && tr.step != a.steps)
             break; /* --exit-interval */
         if (a.save && a.save_every > 0 && tr.step % a.save_every == 0 && !last &&
-            (rc = save(&tr, dpp, a.save, root)) != 0)
+            (rc = save(&tr, dpp, pp, a.save, root)) != 0)
             break;
     }
-    if (rc == 0 && a.save && (rc = save(&tr, dpp, a.save, root)) == 0)
+    if (rc == 0 && a.save && (rc = save(&tr, dpp, pp, a.save, root)) == 0)
         printf("saved checkpoint %s (step %lld)\n", a.save, (long long)tr.step);
     if (timed > 0)
         printf("done: %lld steps, %.1f ms/step on average\n", (long long)timed, 1e3 * t_total / timed);
+    if (timed > 0 && pp)
+        pipe_summary(pp, bubble_total / timed, 1e3 * exposed_total / timed);
     if (timed > 0 && dpp)
         printf("rank 0: %.1f ms/step inside communication calls during the step (%.1f%% of it, not overlapped)\n",
                1e3 * exposed_total / timed, 100.0 * exposed_total / t_total);
@@ -480,6 +601,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
 out_trainer:
     if (dpp)
         mt_dp_free(dpp);
+    if (pp)
+        mt_pipe_free(pp);
     mt_trainer_free(&tr);
 out_data:
     free(fields);

@@ -569,17 +569,17 @@ MtRequest *mt_iallgather(MtComm *c, MtGroupKind g, const float *in, float *out, 
     return r;
 }
 
-MtRequest *mt_isend(MtComm *c, MtGroupKind g, const float *buf, int64_t n, int peer)
+MtRequest *mt_isend(MtComm *c, MtGroupKind g, const float *buf, int64_t n, int peer, int tag)
 {
     MtRequest *r = request(c, g, MT_OP_SEND, n, peer, 0);
-    MPI_Isend(buf, (int)n, MPI_FLOAT, peer, 0, c->groups[g], &r->req);
+    MPI_Isend(buf, (int)n, MPI_FLOAT, peer, tag, c->groups[g], &r->req);
     return r;
 }
 
-MtRequest *mt_irecv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer)
+MtRequest *mt_irecv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer, int tag)
 {
     MtRequest *r = request(c, g, MT_OP_RECV, n, peer, 0);
-    MPI_Irecv(buf, (int)n, MPI_FLOAT, peer, 0, c->groups[g], &r->req);
+    MPI_Irecv(buf, (int)n, MPI_FLOAT, peer, tag, c->groups[g], &r->req);
     return r;
 }
 

@@ -80,8 +80,9 @@ void mt_recv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer);
 MtRequest *mt_iallreduce(MtComm *c, MtGroupKind g, float *buf, int64_t n, int det);
 MtRequest *mt_ireduce_scatter(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n, int det);
 MtRequest *mt_iallgather(MtComm *c, MtGroupKind g, const float *in, float *out, int64_t n);
-MtRequest *mt_isend(MtComm *c, MtGroupKind g, const float *buf, int64_t n, int peer);
-MtRequest *mt_irecv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer);
+/* tag: 0 .. 32767; messages between two ranks with the same tag match in posting order */
+MtRequest *mt_isend(MtComm *c, MtGroupKind g, const float *buf, int64_t n, int peer, int tag);
+MtRequest *mt_irecv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer, int tag);
 void mt_wait(MtComm *c, MtRequest *r);
 int mt_test(MtComm *c, MtRequest *r);
 

@@ -1,0 +1,117 @@
+/* mt_pipeline.h - model and pipeline parallelism: the executor of a schedule's action list.
+ *
+ * The pp group's P ranks each hold the units of their virtual stages (mt_schedule.h):
+ * parameters, gradients and AdamW moments of those units only, laid out as the rank's
+ * chunks back to back (chunk c = stage c P + rank).  One executor runs any list
+ * (mt_schedule_build): forwards, backwards, W, and non-blocking sends and receives of
+ * activations and their gradients between neighbouring stages on the pp group.  Receives
+ * land in buffers posted one compute action early; every send goes from a copy, so no
+ * buffer the step reuses waits for a peer.
+ *
+ * What makes it reproduce one device bit for bit:
+ *  - each stage accumulates its micro-batch gradients as the canonical pairwise tree
+ *    (mt_tree_plan), leaves in micro-batch order, each leaf computed into a zeroed buffer
+ *    as one device computes it;
+ *  - the tied embedding: the last rank holds a replica of wte.  It computes each
+ *    micro-batch's LM-head part H_k, receives the first stage's gradient rows of k
+ *    (SEND_E / E) and adds them to H_k row by row, as one device does; those leaves form
+ *    their own tree; at the end of the step the final wte gradient goes to the first stage
+ *    (embed group), so both copies see the same gradient and take the same AdamW step;
+ *  - the gradient norm: every rank's 512-float block sums are all-gathered over the pp
+ *    group and added unit by unit, blocks in order: the single-device order.  The step's
+ *    loss (the tree over the last stage's micro-batch losses) rides along.
+ *
+ * Memory per rank: its stages' parameters, gradients (one buffer plus ceil(log2 M) tree
+ * temporaries), moments; the activation sets of each chunk, as many as its list holds at
+ * once (mt_schedule_peak_sets), plus one layer's backward scratch; on the last rank the
+ * wte replica, its moments, its tree and the H_k awaiting their rows
+ * (mt_schedule_peak_wte); landing and send buffers (category other).
+ */
+#ifndef MT_PIPELINE_H
+#define MT_PIPELINE_H
+
+#include "mt_comm.h"
+#include "mt_schedule.h"
+#include "mt_train.h"
+
+#define MT_PIPE_MAX_CHUNKS 8
+
+typedef struct {
+    int kind;                /* MtSchedKind */
+    int M;                   /* micro-batches per step */
+    int V;                   /* chunks per rank (interleaved) */
+    int stage_layers[MT_MAX_STAGES]; /* blocks per virtual stage (filled by mt_pipe_check) */
+    int given;               /* stage_layers came from --stage-layers */
+} MtPipeOptions;
+
+typedef struct {
+    int stage, l0, l1, embed, head;
+    int64_t lo, hi;          /* flat span of its units */
+    int64_t loff;            /* where the span starts in the rank's arrays */
+    int64_t skip;            /* leading floats whose gradient is not summed here (wte on stage 0) */
+    MtActs *sets;
+    int nsets, nfree;
+    int *freelist, *slot;    /* free set indices; micro-batch -> set */
+    int tstep;               /* position in the tree plan */
+} MtPipeChunk;
+
+typedef struct {
+    MtTrainer *tr;
+    MtComm *c;
+    MtPipeOptions o;
+    MtSchedule sched;
+    int P, rank, S, V;
+    MtAction *list;
+    int nlist;
+    MtPipeChunk ch[MT_PIPE_MAX_CHUNKS];
+    int unit_rank[MT_MAX_LAYERS + 2];   /* owner of each unit */
+    int64_t unit_block[MT_MAX_LAYERS + 2]; /* its first norm block in the owner's block list */
+    int64_t max_blocks;                 /* most norm blocks any rank owns */
+    MtTreeStep *plan;
+    int nplan;
+    float *gbuf[MT_MAX_TREE + 1];       /* 0: tr->grads, d + 1: tree temporary d */
+    int ngbuf;
+    MtActs scratch;
+    MtWeights w;                        /* views of this rank's parameters (wte: the replica on the last rank) */
+    /* transfers */
+    float **land;
+    MtRequest **land_req;
+    int *land_key, nland;
+    float **sendb;
+    MtRequest **send_req;
+    int nsend, send_next;
+    /* the last rank's tied embedding */
+    float *wte, *wte_m, *wte_v, *wbuf[MT_MAX_TREE + 1];
+    float **hslot, **eland;
+    MtRequest **ereq;
+    int *h_mb, nh, wtstep, e_next, e_due;
+    float *leaf_loss;
+    double *block_sums;                 /* (max_blocks + 1) x P */
+    /* this step, for the log */
+    double comm_s, busy_s, t_first, t_last;
+    double kind_s[3];                   /* compute seconds of F, B, W */
+    int kind_n[3];
+    double bubble;                      /* measured (on world rank 0, after mt_pipe_step) */
+} MtPipe;
+
+/* Checks the pipeline layout (stage cuts, schedule, M) before any rank starts: MT_EINPUT
+ * with one line.  given: P V blocks per stage or NULL; fills o->stage_layers. */
+MtStatus mt_pipe_check(MtPipeOptions *o, const MtConfig *cfg, int P, const int *given, int ngiven);
+/* Sets tc for this rank's share (lengths of its arrays; no whole-model activations). */
+void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank);
+/* After mt_trainer_init on the configured tc: the list, sets, buffers, views, and the
+ * initialisation of this rank's parameters.  MT_ENOMEM on failure. */
+MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *o);
+void mt_pipe_free(MtPipe *p);
+void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st);
+/* Mean validation loss over nwin windows, forward through the stages; every rank gets it. */
+double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin);
+/* Whole parameter and moment arrays (tr->nfloats) on world rank 0 (others pass NULL);
+ * collective over the pp group. */
+void mt_pipe_gather_state(MtPipe *p, float *params, float *m, float *v);
+/* This rank's parts from whole arrays (a loaded checkpoint). */
+void mt_pipe_scatter_state(MtPipe *p, const float *params, const float *m, const float *v);
+/* Activation floats of one set of chunk c and of the scratch (for the memory formula). */
+int64_t mt_pipe_set_floats(const MtPipe *p, int c);
+
+#endif

@@ -1,0 +1,721 @@
+/* pipeline.c - model and pipeline parallelism: one executor for any schedule's list. */
+#include "mt_pipeline.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mt_kernels.h"
+
+/* ---- layout ---- */
+
+MtStatus mt_pipe_check(MtPipeOptions *o, const MtConfig *cfg, int P, const int *given, int ngiven)
+{
+    MtSchedule s = {o->kind, P, o->M, o->V};
+    MT_TRY(mt_schedule_check(&s));
+    int S = P * o->V;
+    if (given && ngiven != S)
+        return mt_error(MT_EINPUT, "--stage-layers lists %d stages, but --pp %d x --virtual-stages %d makes %d", ngiven,
+                        P, o->V, S);
+    if (!given && o->V > 1 && cfg->L % S != 0)
+        return mt_error(MT_EINPUT, "--schedule interleaved: --pp %d x --virtual-stages %d = %d stages do not divide the "
+                        "%d layers (or give --stage-layers)", P, o->V, S, cfg->L);
+    o->given = given != NULL;
+    return mt_stage_layers(cfg->L, S, given, o->stage_layers);
+}
+
+/* chunk c of rank: its stage, units and blocks */
+static void chunk_units(const MtPipeOptions *o, int L, int P, int rank, int c, MtPipeChunk *ch, int *uf, int *ul)
+{
+    int S = P * o->V;
+    ch->stage = c * P + rank;
+    mt_stage_units(L, S, o->stage_layers, ch->stage, uf, ul);
+    ch->embed = *uf == 0;
+    ch->head = *ul == L + 1;
+    ch->l0 = (*uf > 1 ? *uf : 1) - 1;
+    ch->l1 = *ul < L ? *ul : L;
+}
+
+void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank)
+{
+    int np = mt_param_count(&tc->cfg);
+    MtParam *t = malloc(sizeof(MtParam) * (size_t)np);
+    MT_ASSERT(t, "out of memory");
+    mt_param_table(&tc->cfg, t);
+    int64_t local = 0;
+    for (int c = 0; c < o->V; c++) {
+        MtPipeChunk ch;
+        int uf, ul;
+        chunk_units(o, tc->cfg.L, P, rank, c, &ch, &uf, &ul);
+        int64_t lo, hi, a, b;
+        mt_unit_span(t, np, uf, &lo, &a);
+        mt_unit_span(t, np, ul, &b, &hi);
+        local += hi - lo;
+    }
+    free(t);
+    tc->params_len = tc->grads_len = tc->optim_len = local;
+    tc->tree_span = 1; /* the executor keeps its own tree buffers */
+    tc->unit_align = 1;
+    tc->acts_none = 1;
+}
+
+/* ---- set-up ---- */
+
+static int64_t nblocks(const MtTrainer *tr, int u)
+{
+    return (tr->unit_hi[u] - tr->unit_lo[u] + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
+}
+
+static float *alloc_f(MtPipe *p, MtMemCat cat, int64_t n)
+{
+    return mt_mem_alloc(&p->tr->mem, cat, sizeof(float) * (size_t)(n > 0 ? n : 1));
+}
+
+static void free_f(MtPipe *p, MtMemCat cat, float *x, int64_t n)
+{
+    mt_mem_free(&p->tr->mem, cat, x, sizeof(float) * (size_t)(n > 0 ? n : 1));
+}
+
+/* receives outstanding at once in list order: landing buffers needed */
+static int max_landing(const MtPipe *p)
+{
+    int held = 0, peak = 0;
+    for (int i = 0; i < p->nlist; i++) {
+        int k = p->list[i].kind;
+        if ((k == MT_ACT_RECV_F || k == MT_ACT_RECV_B) && ++held > peak)
+            peak = held;
+        if ((k == MT_ACT_F && p->list[i].stage > 0) || (k == MT_ACT_B && p->list[i].stage < p->S - 1))
+            held--;
+    }
+    return peak;
+}
+
+static int64_t rows(const MtPipe *p) { return (int64_t)p->tr->tc.micro * p->tr->tc.seq * p->tr->tc.cfg.C; }
+
+int64_t mt_pipe_set_floats(const MtPipe *p, int c)
+{
+    const MtTrainConfig *tc = &p->tr->tc;
+    const MtPipeChunk *ch = &p->ch[c];
+    MtActsShape sh = {ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0};
+    return mt_acts_floats_shape(&tc->cfg, tc->micro, tc->seq, tc->threads, &sh);
+}
+
+MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *o)
+{
+    memset(p, 0, sizeof *p);
+    const MtTrainConfig *tc = &tr->tc;
+    const MtConfig *cfg = &tc->cfg;
+    p->tr = tr;
+    p->c = c;
+    p->o = *o;
+    p->P = mt_comm_group_size(c, MT_GROUP_PP);
+    p->rank = mt_comm_group_rank(c, MT_GROUP_PP);
+    p->V = o->V;
+    p->S = p->P * p->V;
+    MT_ASSERT(p->P >= 2 && p->V <= MT_PIPE_MAX_CHUNKS, "a pipeline needs 2 or more stages (pp %d, %d chunks)", p->P, p->V);
+    p->sched = (MtSchedule){o->kind, p->P, o->M, o->V};
+    int M = o->M;
+    int64_t VC = (int64_t)cfg->V * cfg->C;
+    p->list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&p->sched));
+    p->plan = malloc(sizeof(MtTreeStep) * (size_t)(2 * M));
+    p->leaf_loss = calloc((size_t)M, sizeof(float));
+    if (!p->list || !p->plan || !p->leaf_loss)
+        goto oom;
+    p->nlist = mt_schedule_build(&p->sched, p->rank, p->list);
+    p->nplan = mt_tree_plan(M, p->plan);
+    /* chunks, their spans in the rank's arrays, their activation sets */
+    MtActsShape scratch = {0, 0, 0, 0, 0, 1};
+    if (mt_acts_alloc_shape(&p->scratch, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &scratch) != MT_OK)
+        goto oom;
+    int64_t off = 0;
+    for (int k = 0; k < p->V; k++) {
+        MtPipeChunk *ch = &p->ch[k];
+        int uf, ul;
+        chunk_units(o, cfg->L, p->P, p->rank, k, ch, &uf, &ul);
+        ch->lo = tr->unit_lo[uf];
+        ch->hi = tr->unit_hi[ul];
+        ch->loff = off;
+        ch->skip = ch->embed ? VC : 0; /* the first stage's wte gradient comes whole from the last */
+        off += ch->hi - ch->lo;
+        for (int u = uf; u <= ul; u++)
+            mt_weights_view_unit(cfg, tr->table, tr->nparams, u, tr->params + ch->loff + (tr->unit_lo[u] - ch->lo), &p->w);
+        ch->nsets = mt_schedule_peak_sets(&p->sched, p->list, p->nlist, k);
+        ch->sets = calloc((size_t)ch->nsets, sizeof(MtActs));
+        ch->freelist = malloc(sizeof(int) * (size_t)(ch->nsets + 1));
+        ch->slot = malloc(sizeof(int) * (size_t)M);
+        if (!ch->sets || !ch->freelist || !ch->slot)
+            goto oom;
+        MtActsShape sh = {ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0};
+        for (int i = 0; i < ch->nsets; i++) {
+            MtActs *a = &ch->sets[i];
+            if (mt_acts_alloc_shape(a, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh) != MT_OK)
+                goto oom;
+            a->dres = p->scratch.dres; /* views of the one backward scratch */
+            a->dln = p->scratch.dln;
+            a->datty = p->scratch.datty;
+            a->dqkv = p->scratch.dqkv;
+            a->dfch = p->scratch.dfch;
+            a->datt_scratch = p->scratch.datt_scratch;
+        }
+        /* initialisation: a pure function of (seed, name, element) */
+        for (int q = 0; q < tr->nparams; q++) {
+            const MtParam *pp = &tr->table[q];
+            if (pp->unit >= uf && pp->unit <= ul)
+                mt_param_init(pp, cfg->L, tc->seed, 0, pp->numel, tr->params + ch->loff + (pp->offset - ch->lo));
+        }
+    }
+    MT_ASSERT(off == tc->params_len, "pipeline arrays: %lld floats laid out, %lld allocated", (long long)off,
+              (long long)tc->params_len);
+    /* gradient tree buffers */
+    p->ngbuf = 1 + mt_tree_temps(M);
+    p->gbuf[0] = tr->grads;
+    for (int i = 1; i < p->ngbuf; i++)
+        if (!(p->gbuf[i] = alloc_f(p, MT_MEM_GRADS, off)))
+            goto oom;
+    /* the last rank's tied embedding: replica, moments, its tree, the H_k awaiting rows */
+    if (p->rank == p->P - 1) {
+        if (!(p->wte = alloc_f(p, MT_MEM_PARAMS, VC)) || !(p->wte_m = alloc_f(p, MT_MEM_OPTIM, VC)) ||
+            !(p->wte_v = alloc_f(p, MT_MEM_OPTIM, VC)))
+            goto oom;
+        mt_param_init(&tr->table[0], cfg->L, tc->seed, 0, VC, p->wte);
+        p->w.wte = p->wte;
+        for (int i = 0; i < p->ngbuf; i++)
+            if (!(p->wbuf[i] = alloc_f(p, MT_MEM_GRADS, VC)))
+                goto oom;
+        p->nh = mt_schedule_peak_wte(&p->sched, p->list, p->nlist);
+        p->hslot = calloc((size_t)p->nh, sizeof(float *));
+        p->eland = calloc((size_t)p->nh, sizeof(float *));
+        p->ereq = calloc((size_t)p->nh, sizeof(MtRequest *));
+        p->h_mb = malloc(sizeof(int) * (size_t)p->nh);
+        if (!p->hslot || !p->eland || !p->ereq || !p->h_mb)
+            goto oom;
+        for (int i = 0; i < p->nh; i++)
+            if (!(p->hslot[i] = alloc_f(p, MT_MEM_GRADS, VC)) || !(p->eland[i] = alloc_f(p, MT_MEM_OTHER, rows(p))))
+                goto oom;
+    }
+    /* transfers: landing buffers for the receives outstanding at once, one buffer per send */
+    p->nland = max_landing(p);
+    for (int i = 0; i < p->nlist; i++)
+        p->nsend += p->list[i].kind == MT_ACT_SEND_F || p->list[i].kind == MT_ACT_SEND_B ||
+                    p->list[i].kind == MT_ACT_SEND_E;
+    p->land = calloc((size_t)p->nland + 1, sizeof(float *));
+    p->land_req = calloc((size_t)p->nland + 1, sizeof(MtRequest *));
+    p->land_key = malloc(sizeof(int) * ((size_t)p->nland + 1));
+    p->sendb = calloc((size_t)p->nsend + 1, sizeof(float *));
+    p->send_req = calloc((size_t)p->nsend + 1, sizeof(MtRequest *));
+    if (!p->land || !p->land_req || !p->land_key || !p->sendb || !p->send_req)
+        goto oom;
+    for (int i = 0; i < p->nland; i++)
+        if (!(p->land[i] = alloc_f(p, MT_MEM_OTHER, rows(p))))
+            goto oom;
+    for (int i = 0; i < p->nsend; i++)
+        if (!(p->sendb[i] = alloc_f(p, MT_MEM_OTHER, rows(p))))
+            goto oom;
+    /* who owns each unit's norm blocks, and where they sit in its list of block sums */
+    for (int r = 0; r < p->P; r++) {
+        int64_t at = 0;
+        for (int k = 0; k < p->V; k++) {
+            MtPipeChunk ch;
+            int uf, ul;
+            chunk_units(o, cfg->L, p->P, r, k, &ch, &uf, &ul);
+            for (int u = uf; u <= ul; u++) {
+                p->unit_rank[u] = r;
+                p->unit_block[u] = at;
+                at += nblocks(tr, u);
+            }
+        }
+        p->max_blocks = at > p->max_blocks ? at : p->max_blocks;
+    }
+    p->block_sums = malloc(sizeof(double) * (size_t)(p->max_blocks + 1) * p->P);
+    if (!p->block_sums)
+        goto oom;
+    return MT_OK;
+oom:
+    mt_pipe_free(p);
+    return mt_error(MT_ENOMEM, "cannot allocate the pipeline stage's buffers");
+}
+
+void mt_pipe_free(MtPipe *p)
+{
+    if (!p->tr)
+        return;
+    int64_t VC = (int64_t)p->tr->tc.cfg.V * p->tr->tc.cfg.C;
+    for (int k = 0; k < p->V; k++) {
+        MtPipeChunk *ch = &p->ch[k];
+        for (int i = 0; ch->sets && i < ch->nsets; i++)
+            mt_acts_free(&ch->sets[i], &p->tr->mem);
+        free(ch->sets);
+        free(ch->freelist);
+        free(ch->slot);
+    }
+    mt_acts_free(&p->scratch, &p->tr->mem);
+    for (int i = 1; i < p->ngbuf; i++)
+        free_f(p, MT_MEM_GRADS, p->gbuf[i], p->tr->tc.grads_len);
+    if (p->wte) {
+        free_f(p, MT_MEM_PARAMS, p->wte, VC);
+        free_f(p, MT_MEM_OPTIM, p->wte_m, VC);
+        free_f(p, MT_MEM_OPTIM, p->wte_v, VC);
+    }
+    for (int i = 0; i < p->ngbuf; i++)
+        free_f(p, MT_MEM_GRADS, p->wbuf[i], VC);
+    for (int i = 0; i < p->nh; i++) {
+        free_f(p, MT_MEM_GRADS, p->hslot ? p->hslot[i] : NULL, VC);
+        free_f(p, MT_MEM_OTHER, p->eland ? p->eland[i] : NULL, rows(p));
+    }
+    for (int i = 0; i < p->nland; i++)
+        free_f(p, MT_MEM_OTHER, p->land[i], rows(p));
+    for (int i = 0; i < p->nsend; i++)
+        free_f(p, MT_MEM_OTHER, p->sendb[i], rows(p));
+    free(p->hslot);
+    free(p->eland);
+    free(p->ereq);
+    free(p->h_mb);
+    free(p->land);
+    free(p->land_req);
+    free(p->land_key);
+    free(p->sendb);
+    free(p->send_req);
+    free(p->list);
+    free(p->plan);
+    free(p->leaf_loss);
+    free(p->block_sums);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- transfers ---- */
+
+#define TAG_F 0
+#define TAG_B 1
+#define TAG_E 2
+static int tag(int kind, int mb) { return kind * 8192 + mb; }
+static int key(const MtAction *a) { return (a->kind * MT_MAX_STAGES + a->stage) * 4096 + a->mb; }
+
+static double clock_in(MtPipe *p, double since)
+{
+    double t = mt_now();
+    p->comm_s += t - since;
+    return t;
+}
+
+static void post_land(MtPipe *p, const MtAction *a)
+{
+    int i = 0;
+    while (i < p->nland && p->land_key[i] >= 0)
+        i++;
+    MT_ASSERT(i < p->nland, "no landing buffer free for %d receives", p->nland);
+    int from = a->kind == MT_ACT_RECV_F ? a->stage - 1 : a->stage + 1;
+    double t = mt_now();
+    p->land_key[i] = key(a);
+    p->land_req[i] = mt_irecv(p->c, MT_GROUP_PP, p->land[i], rows(p), from % p->P,
+                              tag(a->kind == MT_ACT_RECV_F ? TAG_F : TAG_B, a->mb));
+    clock_in(p, t);
+}
+
+/* waits for the receive that feeds compute action a; returns its landing buffer index */
+static int take_land(MtPipe *p, int recv_kind, const MtAction *a)
+{
+    MtAction r = {recv_kind, a->stage, a->mb};
+    int k = key(&r);
+    for (int i = 0; i < p->nland; i++)
+        if (p->land_key[i] == k) {
+            double t = mt_now();
+            mt_wait(p->c, p->land_req[i]);
+            clock_in(p, t);
+            return i;
+        }
+    MT_ASSERT(0, "no receive was posted for stage %d micro-batch %d", a->stage, a->mb);
+    return -1;
+}
+
+static void send(MtPipe *p, MtGroupKind g, int peer, int t, const float *x)
+{
+    MT_ASSERT(p->send_next < p->nsend, "more sends than the list holds");
+    float *b = p->sendb[p->send_next];
+    memcpy(b, x, sizeof(float) * (size_t)rows(p));
+    double t0 = mt_now();
+    p->send_req[p->send_next++] = mt_isend(p->c, g, b, rows(p), peer, t);
+    clock_in(p, t0);
+}
+
+/* ---- the tied embedding on the last rank ---- */
+
+static const int32_t *tokens_of(const MtPipe *p, int mb)
+{
+    return p->tr->inputs + (int64_t)mb * p->tr->tc.micro * p->tr->tc.seq;
+}
+
+static void add_span(float *dst, const float *src, int64_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
+/* leaf `mb` is in bufs[plan buf]: run the adds that follow it; returns the new position */
+static int tree_adds(const MtPipe *p, int at, float *const *bufs, int64_t off, int64_t n)
+{
+    for (at++; at < p->nplan && p->plan[at].leaf < 0; at++)
+        add_span(bufs[p->plan[at].buf] + off, bufs[p->plan[at].src] + off, n);
+    return at;
+}
+
+/* Completes the due E (their place in the list has passed) in micro-batch order: the rows
+ * of k added to H_k, the leaf into the wte tree.  Waits for the first `wait` of them, then
+ * takes only those already arrived. */
+static void poll_e(MtPipe *p, int wait)
+{
+    const MtTrainConfig *tc = &p->tr->tc;
+    int64_t VC = (int64_t)tc->cfg.V * tc->cfg.C;
+    while (p->e_next < p->e_due) {
+        int h = 0;
+        while (h < p->nh && p->h_mb[h] != p->e_next)
+            h++;
+        MT_ASSERT(h < p->nh && p->ereq[h], "micro-batch %d's head gradient is not awaiting its rows", p->e_next);
+        double t = mt_now();
+        if (wait > 0)
+            mt_wait(p->c, p->ereq[h]);
+        else if (!mt_test(p->c, p->ereq[h])) {
+            clock_in(p, t);
+            return;
+        }
+        clock_in(p, t);
+        p->ereq[h] = NULL;
+        mt_encoder_backward(p->hslot[h], NULL, p->eland[h], tokens_of(p, p->e_next), tc->micro, tc->seq, tc->cfg.C);
+        const MtTreeStep *ts = &p->plan[p->wtstep];
+        MT_ASSERT(ts->leaf == p->e_next, "embedding leaf %d out of order (plan expects %d)", p->e_next, ts->leaf);
+        memcpy(p->wbuf[ts->buf], p->hslot[h], sizeof(float) * (size_t)VC);
+        p->wtstep = tree_adds(p, p->wtstep, p->wbuf, 0, VC);
+        p->h_mb[h] = -1;
+        p->e_next++;
+        wait--;
+    }
+}
+
+static int take_hslot(MtPipe *p, int mb)
+{
+    for (;;) {
+        for (int h = 0; h < p->nh; h++)
+            if (p->h_mb[h] < 0) {
+                p->h_mb[h] = mb;
+                return h;
+            }
+        MT_ASSERT(p->e_next < p->e_due, "all %d head-gradient slots wait for rows not yet due", p->nh);
+        poll_e(p, 1); /* an E whose place in the list has passed: waiting on it cannot deadlock */
+    }
+}
+
+/* ---- compute ---- */
+
+static void busy(MtPipe *p, double t0, int kind)
+{
+    double t1 = mt_now();
+    p->kind_s[kind] += t1 - t0;
+    p->kind_n[kind]++;
+    if (p->t_first < 0)
+        p->t_first = t0;
+    p->t_last = t1;
+    p->busy_s += t1 - t0;
+}
+
+static void forward(MtPipe *p, const MtAction *a)
+{
+    const MtTrainConfig *tc = &p->tr->tc;
+    MtPipeChunk *ch = &p->ch[a->stage / p->P];
+    int land = ch->embed ? -1 : take_land(p, MT_ACT_RECV_F, a);
+    MT_ASSERT(ch->nfree > 0, "no activation set free on stage %d", a->stage);
+    int slot = ch->freelist[--ch->nfree];
+    ch->slot[a->mb] = slot;
+    MtActs *s = &ch->sets[slot];
+    int64_t off = (int64_t)a->mb * tc->micro * tc->seq;
+    double t0 = mt_now();
+    if (ch->embed)
+        mt_model_embed_forward(&tc->cfg, &p->w, s, p->tr->inputs + off);
+    else {
+        memcpy(s->encoded, p->land[land], sizeof(float) * (size_t)rows(p));
+        p->land_key[land] = -1;
+    }
+    const float *x = s->encoded;
+    for (int l = ch->l0; l < ch->l1; l++) {
+        mt_model_block_forward(&tc->cfg, &p->w, s, l, x);
+        x = s->res3[l];
+    }
+    if (ch->head) {
+        double step_tokens = (double)tc->batch * tc->seq;
+        double sum = mt_model_head_forward(&tc->cfg, &p->w, s, x, p->tr->targets + off, (float)(1.0 / step_tokens));
+        p->leaf_loss[a->mb] = (float)(sum / step_tokens);
+    }
+    busy(p, t0, MT_ACT_F);
+}
+
+static void backward(MtPipe *p, const MtAction *a)
+{
+    const MtTrainer *tr = p->tr;
+    const MtConfig *cfg = &tr->tc.cfg;
+    MtPipeChunk *ch = &p->ch[a->stage / p->P];
+    int land = ch->head ? -1 : take_land(p, MT_ACT_RECV_B, a);
+    MtActs *s = &ch->sets[ch->slot[a->mb]];
+    const MtTreeStep *ts = &p->plan[ch->tstep];
+    MT_ASSERT(ts->leaf == a->mb, "stage %d: backward of micro-batch %d out of order (tree expects %d)", a->stage, a->mb,
+              ts->leaf);
+    float *g = p->gbuf[ts->buf];
+    memset(g + ch->loff + ch->skip, 0, sizeof(float) * (size_t)(ch->hi - ch->lo - ch->skip));
+    MtWeights gv;
+    int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? cfg->L + 1 : ch->l1;
+    for (int u = uf; u <= ul; u++)
+        mt_weights_view_unit(cfg, tr->table, tr->nparams, u, g + ch->loff + (tr->unit_lo[u] - ch->lo), &gv);
+    int h = -1;
+    if (ch->head) {
+        h = take_hslot(p, a->mb);
+        memset(p->hslot[h], 0, sizeof(float) * (size_t)cfg->V * cfg->C);
+        gv.wte = p->hslot[h];
+    }
+    double t0 = mt_now();
+    if (ch->head)
+        mt_model_head_backward(cfg, &p->w, &gv, s, ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded);
+    else {
+        memcpy(s->dres, p->land[land], sizeof(float) * (size_t)rows(p));
+        p->land_key[land] = -1;
+    }
+    for (int l = ch->l1 - 1; l >= ch->l0; l--)
+        mt_model_block_backward(cfg, &p->w, &gv, s, l, l > ch->l0 ? s->res3[l - 1] : s->encoded);
+    if (ch->embed) /* wpe here; the token rows go to the last rank (SEND_E) */
+        mt_model_embed_backward(cfg, NULL, gv.wpe, s, tokens_of(p, a->mb));
+    ch->tstep = tree_adds(p, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
+    busy(p, t0, MT_ACT_B);
+    ch->freelist[ch->nfree++] = ch->slot[a->mb];
+}
+
+static void run(MtPipe *p, const MtAction *a)
+{
+    int last = p->rank == p->P - 1;
+    if (last)
+        poll_e(p, 0);
+    MtPipeChunk *ch = &p->ch[a->stage / p->P];
+    switch (a->kind) {
+    case MT_ACT_RECV_F:
+    case MT_ACT_RECV_B:
+        post_land(p, a);
+        break;
+    case MT_ACT_F:
+        forward(p, a);
+        break;
+    case MT_ACT_B:
+        backward(p, a);
+        break;
+    case MT_ACT_SEND_F:
+        send(p, MT_GROUP_PP, (a->stage + 1) % p->P, tag(TAG_F, a->mb), ch->sets[ch->slot[a->mb]].res3[ch->l1 - 1]);
+        break;
+    case MT_ACT_SEND_B:
+        send(p, MT_GROUP_PP, (a->stage - 1) % p->P, tag(TAG_B, a->mb), p->scratch.dres);
+        break;
+    case MT_ACT_SEND_E:
+        send(p, MT_GROUP_EMBED, 1, tag(TAG_E, a->mb), p->scratch.dres);
+        break;
+    case MT_ACT_RECV_E: {
+        int h = 0;
+        while (h < p->nh && p->h_mb[h] != a->mb)
+            h++;
+        MT_ASSERT(h < p->nh, "no head gradient of micro-batch %d awaits rows", a->mb);
+        double t = mt_now();
+        p->ereq[h] = mt_irecv(p->c, MT_GROUP_EMBED, p->eland[h], rows(p), 0, tag(TAG_E, a->mb));
+        clock_in(p, t);
+        break;
+    }
+    case MT_ACT_E:
+        p->e_due++;
+        poll_e(p, 0);
+        break;
+    default:
+        MT_ASSERT(0, "the executor cannot run action kind %d yet", a->kind);
+    }
+}
+
+/* ---- the step ---- */
+
+static float loss_tree(const float *x, int lo, int hi)
+{
+    if (hi - lo == 1)
+        return x[lo];
+    int mid = lo + (hi - lo) / 2;
+    return loss_tree(x, lo, mid) + loss_tree(x, mid, hi);
+}
+
+/* the single-device norm: every unit's block sums in order, from whichever rank holds it;
+ * the last rank's loss rides along */
+static double norm_and_loss(MtPipe *p, float *loss)
+{
+    MtTrainer *tr = p->tr;
+    int64_t K = p->max_blocks + 1;
+    double *mine = p->block_sums + (int64_t)p->rank * K;
+    memset(mine, 0, sizeof(double) * (size_t)K);
+    for (int k = 0; k < p->V; k++) {
+        MtPipeChunk *ch = &p->ch[k];
+        int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? tr->tc.cfg.L + 1 : ch->l1;
+        for (int u = uf; u <= ul; u++)
+            mt_block_sumsq(tr->grads + ch->loff + (tr->unit_lo[u] - ch->lo), tr->unit_hi[u] - tr->unit_lo[u],
+                           mine + p->unit_block[u]);
+    }
+    if (p->rank == p->P - 1)
+        mine[K - 1] = loss_tree(p->leaf_loss, 0, p->o.M);
+    double t = mt_now();
+    mt_allgather(p->c, MT_GROUP_PP, (const float *)mine, (float *)p->block_sums, 2 * K * p->P);
+    clock_in(p, t);
+    double total = 0.0;
+    for (int u = 0; u < tr->nunits; u++) {
+        const double *b = p->block_sums + (int64_t)p->unit_rank[u] * K + p->unit_block[u];
+        for (int64_t i = 0; i < nblocks(tr, u); i++)
+            total += b[i];
+    }
+    *loss = (float)p->block_sums[(int64_t)(p->P - 1) * K + K - 1];
+    return total;
+}
+
+void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
+{
+    MtTrainer *tr = p->tr;
+    const MtTrainConfig *tc = &tr->tc;
+    const MtOptimConfig *oc = &tc->oc;
+    int64_t VC = (int64_t)tc->cfg.V * tc->cfg.C;
+    mt_batch_fill(data, tc->seed, tr->step, 0, tc->batch, tc->seq, tr->inputs, tr->targets);
+    for (int k = 0; k < p->V; k++) {
+        MtPipeChunk *ch = &p->ch[k];
+        ch->nfree = ch->nsets;
+        for (int i = 0; i < ch->nsets; i++)
+            ch->freelist[i] = ch->nsets - 1 - i;
+        ch->tstep = 0;
+    }
+    for (int i = 0; i < p->nland; i++)
+        p->land_key[i] = -1;
+    for (int h = 0; h < p->nh; h++)
+        p->h_mb[h] = -1;
+    p->wtstep = p->e_next = p->e_due = p->send_next = 0;
+    p->comm_s = p->busy_s = 0.0;
+    memset(p->kind_s, 0, sizeof p->kind_s);
+    memset(p->kind_n, 0, sizeof p->kind_n);
+    p->t_first = -1.0;
+    for (int i = 0; i < p->nlist; i++)
+        run(p, &p->list[i]);
+    if (p->rank == p->P - 1)
+        poll_e(p, p->o.M);
+    MT_ASSERT(p->e_next == p->e_due && (p->rank != p->P - 1 || p->e_next == p->o.M),
+              "%d of %d embedding leaves completed", p->e_next, p->o.M);
+    double t = mt_now();
+    for (int i = 0; i < p->send_next; i++)
+        mt_wait(p->c, p->send_req[i]);
+    /* the last rank's wte gradient (H and rows, the whole tree) to the first stage */
+    if (p->rank == p->P - 1)
+        mt_send(p->c, MT_GROUP_EMBED, p->wbuf[0], VC, 0);
+    if (p->rank == 0)
+        mt_recv(p->c, MT_GROUP_EMBED, tr->grads + p->ch[0].loff, VC, 1);
+    clock_in(p, t);
+    double norm = sqrt(norm_and_loss(p, &st->loss));
+    float lr = mt_lr_at(oc, (int)tr->step);
+    mt_grad_clip(tr->grads, tc->grads_len, oc->grad_clip, norm);
+    for (int k = 0; k < p->V; k++) {
+        MtPipeChunk *ch = &p->ch[k];
+        mt_adamw_range(tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff, tr->grads + ch->loff,
+                       tr->m + ch->loff, tr->v + ch->loff, oc, lr, (int)tr->step + 1);
+    }
+    if (p->wte) { /* the replica takes the same step as the first stage's wte */
+        mt_grad_clip(p->wbuf[0], VC, oc->grad_clip, norm);
+        mt_adamw_range(tr->table, tr->nparams, 0, VC, p->wte, p->wbuf[0], p->wte_m, p->wte_v, oc, lr, (int)tr->step + 1);
+    }
+    tr->step++;
+    st->grad_norm = (float)norm;
+    st->lr = lr;
+    /* measured bubble: idle share of the span of the step's compute, over all ranks */
+    int64_t mine[3] = {(int64_t)(p->busy_s * 1e6), (int64_t)(p->t_first * 1e6), (int64_t)(p->t_last * 1e6)};
+    int64_t *all = malloc(sizeof(int64_t) * 3 * (size_t)mt_comm_size(p->c));
+    MT_ASSERT(all, "out of memory");
+    mt_comm_gather_i64(p->c, mine, 3, all);
+    if (mt_comm_rank(p->c) == 0) {
+        int64_t lo = all[1], hi = all[2], b = 0;
+        for (int r = 0; r < p->P; r++) {
+            lo = all[3 * r + 1] < lo ? all[3 * r + 1] : lo;
+            hi = all[3 * r + 2] > hi ? all[3 * r + 2] : hi;
+            b += all[3 * r];
+        }
+        p->bubble = hi > lo ? 1.0 - (double)b / ((double)p->P * (double)(hi - lo)) : 0.0;
+    }
+    free(all);
+}
+
+/* ---- evaluation, checkpoints ---- */
+
+double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin)
+{
+    MtTrainer *tr = p->tr;
+    const MtTrainConfig *tc = &tr->tc;
+    int T = tc->seq, mb = tc->micro;
+    double total = 0.0;
+    int64_t done = 0;
+    while (done < nwin) {
+        int b = (int)(nwin - done < mb ? nwin - done : mb);
+        for (int k = 0; k < b; k++) {
+            int64_t s = (done + k) * T;
+            memcpy(tr->inputs + (int64_t)k * T, data->tok + s, sizeof(int32_t) * T);
+            memcpy(tr->targets + (int64_t)k * T, data->tok + s + 1, sizeof(int32_t) * T);
+        }
+        int64_t n = (int64_t)b * T * tc->cfg.C;
+        for (int stage = p->rank; stage < p->S; stage += p->P) {
+            MtPipeChunk *ch = &p->ch[stage / p->P];
+            MtActs a = ch->sets[0]; /* same buffers, fewer rows */
+            a.B = b;
+            if (ch->embed)
+                mt_model_embed_forward(&tc->cfg, &p->w, &a, tr->inputs);
+            else
+                mt_recv(p->c, MT_GROUP_PP, a.encoded, n, (stage - 1) % p->P);
+            const float *x = a.encoded;
+            for (int l = ch->l0; l < ch->l1; l++) {
+                mt_model_block_forward(&tc->cfg, &p->w, &a, l, x);
+                x = a.res3[l];
+            }
+            if (ch->head)
+                total += mt_model_head_forward(&tc->cfg, &p->w, &a, x, tr->targets, 0.0f);
+            else
+                mt_send(p->c, MT_GROUP_PP, x, n, (stage + 1) % p->P);
+        }
+        done += b;
+    }
+    mt_broadcast(p->c, MT_GROUP_PP, (float *)&total, 2, p->P - 1);
+    return nwin > 0 ? total / ((double)nwin * T) : 0.0;
+}
+
+void mt_pipe_gather_state(MtPipe *p, float *params, float *m, float *v)
+{
+    MtTrainer *tr = p->tr;
+    for (int r = 0; r < p->P; r++)
+        for (int k = 0; k < p->V; k++) {
+            MtPipeChunk ch;
+            int uf, ul;
+            chunk_units(&p->o, tr->tc.cfg.L, p->P, r, k, &ch, &uf, &ul);
+            int64_t lo = tr->unit_lo[uf], n = tr->unit_hi[ul] - lo;
+            float *src[3] = {tr->params, tr->m, tr->v}, *dst[3] = {params, m, v};
+            for (int i = 0; i < 3; i++) {
+                if (r == p->rank && p->rank == 0)
+                    memcpy(dst[i] + lo, src[i] + p->ch[k].loff, sizeof(float) * (size_t)n);
+                else if (r == p->rank)
+                    mt_send(p->c, MT_GROUP_PP, src[i] + p->ch[k].loff, n, 0);
+                else if (p->rank == 0)
+                    mt_recv(p->c, MT_GROUP_PP, dst[i] + lo, n, r);
+            }
+        }
+}
+
+void mt_pipe_scatter_state(MtPipe *p, const float *params, const float *m, const float *v)
+{
+    MtTrainer *tr = p->tr;
+    for (int k = 0; k < p->V; k++) {
+        MtPipeChunk *ch = &p->ch[k];
+        size_t n = sizeof(float) * (size_t)(ch->hi - ch->lo);
+        memcpy(tr->params + ch->loff, params + ch->lo, n);
+        memcpy(tr->m + ch->loff, m + ch->lo, n);
+        memcpy(tr->v + ch->loff, v + ch->lo, n);
+    }
+    if (p->wte) {
+        size_t n = sizeof(float) * (size_t)tr->tc.cfg.V * tr->tc.cfg.C;
+        memcpy(p->wte, params, n); /* wte is the table's first tensor */
+        memcpy(p->wte_m, m, n);
+        memcpy(p->wte_v, v, n);
+    }
+}
