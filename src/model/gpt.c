@@ -349,6 +349,73 @@ void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, cons
     mt_encoder_backward(dwte, dwpe, a->dres, tokens, a->B, a->T, cfg->C);
 }
 
+/* ---- backward split into the input gradient (B) and the weight gradient (W) ---- */
+
+int64_t mt_model_stash_floats(const MtConfig *cfg, int B, int T, int blocks, int head, int embed)
+{
+    return (int64_t)B * T * cfg->C * (11 * blocks + head + embed);
+}
+
+/* a block's stash: dres3 (C), dfch (4C), dln2 (C), dres2 (C), dqkv (3C), dln1 (C) per row */
+#define STASH_BLOCK 11
+
+void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *a, int l, const float *x,
+                                   float *stash)
+{
+    int B = a->B, T = a->T, C = cfg->C, N = B * T;
+    const MtBlockWeights *bw = &w->h[l];
+    float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * 4 * C,
+          *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C, *s_ln1 = s_qkv + (int64_t)N * 3 * C;
+    (void)x;
+    memcpy(s_res3, a->dres, sizeof(float) * (size_t)N * C);
+    mt_matmul_backward(a->dfch, NULL, NULL, a->dres, a->fch_gelu[l], bw->fcprojw, N, 4 * C, C, 0);
+    mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * 4 * C);
+    memcpy(s_fch, a->dfch, sizeof(float) * (size_t)N * 4 * C);
+    mt_matmul_backward(a->dln, NULL, NULL, a->dfch, a->ln2[l], bw->fcw, N, C, 4 * C, 0);
+    memcpy(s_ln2, a->dln, sizeof(float) * (size_t)N * C);
+    mt_layernorm_backward(a->dres, NULL, NULL, a->dln, a->res2[l], bw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], N, C);
+    memcpy(s_res2, a->dres, sizeof(float) * (size_t)N * C);
+    mt_matmul_backward(a->datty, NULL, NULL, a->dres, a->atty[l], bw->attprojw, N, C, C, 0);
+    mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, C, cfg->NH);
+    memcpy(s_qkv, a->dqkv, sizeof(float) * (size_t)N * 3 * C);
+    mt_matmul_backward(a->dln, NULL, NULL, a->dqkv, a->ln1[l], bw->qkvw, N, C, 3 * C, 0);
+    memcpy(s_ln1, a->dln, sizeof(float) * (size_t)N * C);
+    mt_layernorm_backward(a->dres, NULL, NULL, a->dln, x, bw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], N, C);
+}
+
+void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, int l, const float *x,
+                                    const float *stash)
+{
+    int B = a->B, T = a->T, C = cfg->C, N = B * T;
+    const MtBlockWeights *bg = &g->h[l];
+    const float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * 4 * C,
+                *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C,
+                *s_ln1 = s_qkv + (int64_t)N * 3 * C;
+    mt_matmul_backward(NULL, bg->fcprojw, bg->fcprojb, s_res3, a->fch_gelu[l], NULL, N, 4 * C, C, 0);
+    mt_matmul_backward(NULL, bg->fcw, bg->fcb, s_fch, a->ln2[l], NULL, N, C, 4 * C, 0);
+    mt_layernorm_backward(NULL, bg->ln2w, bg->ln2b, s_ln2, a->res2[l], NULL, a->ln2_mean[l], a->ln2_rstd[l], N, C);
+    mt_matmul_backward(NULL, bg->attprojw, bg->attprojb, s_res2, a->atty[l], NULL, N, C, C, 0);
+    mt_matmul_backward(NULL, bg->qkvw, bg->qkvb, s_qkv, a->ln1[l], NULL, N, C, 3 * C, 0);
+    mt_layernorm_backward(NULL, bg->ln1w, bg->ln1b, s_ln1, x, NULL, a->ln1_mean[l], a->ln1_rstd[l], N, C);
+}
+
+void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x, float *stash)
+{
+    int N = a->B * a->T, C = cfg->C;
+    mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
+    memcpy(stash, a->dln, sizeof(float) * (size_t)N * C);
+    memset(a->dres, 0, sizeof(float) * (size_t)N * C);
+    mt_layernorm_backward(a->dres, NULL, NULL, a->dln, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+}
+
+void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, const float *x,
+                                   const float *stash)
+{
+    int N = a->B * a->T, C = cfg->C;
+    mt_gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
+    mt_layernorm_backward(NULL, g->lnfw, g->lnfb, stash, x, NULL, a->lnf_mean, a->lnf_rstd, N, C);
+}
+
 double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,
                         const int32_t *targets, float dscale, const MtUnitHooks *h)
 {

@@ -163,4 +163,18 @@ void mt_model_block_backward(const MtConfig *cfg, const MtWeights *w, const MtWe
                              const float *x);
 void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, const MtActs *a, const int32_t *tokens);
 
+/* Backward split in two halves (zero-bubble schedules), together the same bits as the
+ * passes above: *_input computes the gradient of the input (a->dres) and stashes what the
+ * weight gradient needs; *_weight, later, the parameter gradients from the stash and the
+ * activations.  Stash floats: mt_model_stash_floats (11 N C per block, N C for the head's
+ * and for the embedding's, which is a->dres itself: the caller copies it). */
+int64_t mt_model_stash_floats(const MtConfig *cfg, int B, int T, int blocks, int head, int embed);
+void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *a, int l, const float *x,
+                                   float *stash);
+void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, int l, const float *x,
+                                    const float *stash);
+void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x, float *stash);
+void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, const float *x,
+                                   const float *stash);
+
 #endif

@@ -52,6 +52,7 @@ typedef struct {
     MtActs *sets;
     int nsets, nfree;
     int *freelist, *slot;    /* free set indices; micro-batch -> set */
+    float **stash;           /* per set, split schedules: what W needs from B */
     int tstep;               /* position in the tree plan */
 } MtPipeChunk;
 
@@ -111,7 +112,8 @@ double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin);
 void mt_pipe_gather_state(MtPipe *p, float *params, float *m, float *v);
 /* This rank's parts from whole arrays (a loaded checkpoint). */
 void mt_pipe_scatter_state(MtPipe *p, const float *params, const float *m, const float *v);
-/* Activation floats of one set of chunk c and of the scratch (for the memory formula). */
+/* Activation floats of one set of chunk c, and of its stash for W (split schedules). */
 int64_t mt_pipe_set_floats(const MtPipe *p, int c);
+int64_t mt_pipe_stash_floats(const MtPipe *p, int c);
 
 #endif

@@ -100,6 +100,15 @@ int64_t mt_pipe_set_floats(const MtPipe *p, int c)
     return mt_acts_floats_shape(&tc->cfg, tc->micro, tc->seq, tc->threads, &sh);
 }
 
+int64_t mt_pipe_stash_floats(const MtPipe *p, int c)
+{
+    const MtTrainConfig *tc = &p->tr->tc;
+    const MtPipeChunk *ch = &p->ch[c];
+    if (!mt_schedule_split(p->o.kind))
+        return 0;
+    return mt_model_stash_floats(&tc->cfg, tc->micro, tc->seq, ch->l1 - ch->l0, ch->head, ch->embed);
+}
+
 MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *o)
 {
     memset(p, 0, sizeof *p);
@@ -143,7 +152,8 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         ch->sets = calloc((size_t)ch->nsets, sizeof(MtActs));
         ch->freelist = malloc(sizeof(int) * (size_t)(ch->nsets + 1));
         ch->slot = malloc(sizeof(int) * (size_t)M);
-        if (!ch->sets || !ch->freelist || !ch->slot)
+        ch->stash = calloc((size_t)ch->nsets + 1, sizeof(float *));
+        if (!ch->sets || !ch->freelist || !ch->slot || !ch->stash)
             goto oom;
         MtActsShape sh = {ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0};
         for (int i = 0; i < ch->nsets; i++) {
@@ -156,6 +166,9 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
             a->dqkv = p->scratch.dqkv;
             a->dfch = p->scratch.dfch;
             a->datt_scratch = p->scratch.datt_scratch;
+            if (mt_schedule_split(o->kind) &&
+                !(ch->stash[i] = alloc_f(p, MT_MEM_ACTS, mt_pipe_stash_floats(p, k))))
+                goto oom;
         }
         /* initialisation: a pure function of (seed, name, element) */
         for (int q = 0; q < tr->nparams; q++) {
@@ -244,6 +257,10 @@ void mt_pipe_free(MtPipe *p)
         MtPipeChunk *ch = &p->ch[k];
         for (int i = 0; ch->sets && i < ch->nsets; i++)
             mt_acts_free(&ch->sets[i], &p->tr->mem);
+        for (int i = 0; ch->stash && i < ch->nsets; i++)
+            if (ch->stash[i])
+                free_f(p, MT_MEM_ACTS, ch->stash[i], mt_pipe_stash_floats(p, k));
+        free(ch->stash);
         free(ch->sets);
         free(ch->freelist);
         free(ch->slot);
@@ -447,42 +464,103 @@ static void forward(MtPipe *p, const MtAction *a)
     busy(p, t0, MT_ACT_F);
 }
 
-static void backward(MtPipe *p, const MtAction *a)
+/* The leaf of (chunk, micro-batch) starts: its tree buffer's span zeroed, gradient views
+ * on it (and on the head's H_k slot on the last rank). */
+static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
+{
+    const MtTrainer *tr = p->tr;
+    const MtConfig *cfg = &tr->tc.cfg;
+    const MtTreeStep *ts = &p->plan[ch->tstep];
+    MT_ASSERT(ts->leaf == mb, "stage %d: gradient of micro-batch %d out of order (tree expects %d)", ch->stage, mb,
+              ts->leaf);
+    float *g = p->gbuf[ts->buf];
+    memset(g + ch->loff + ch->skip, 0, sizeof(float) * (size_t)(ch->hi - ch->lo - ch->skip));
+    int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? cfg->L + 1 : ch->l1;
+    for (int u = uf; u <= ul; u++)
+        mt_weights_view_unit(cfg, tr->table, tr->nparams, u, g + ch->loff + (tr->unit_lo[u] - ch->lo), gv);
+    if (ch->head) {
+        int h = take_hslot(p, mb);
+        memset(p->hslot[h], 0, sizeof(float) * (size_t)cfg->V * cfg->C);
+        gv->wte = p->hslot[h];
+    }
+    return g;
+}
+
+static void leaf_end(MtPipe *p, MtPipeChunk *ch, int mb)
+{
+    ch->tstep = tree_adds(p, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
+    ch->freelist[ch->nfree++] = ch->slot[mb];
+}
+
+static const float *block_input(const MtPipeChunk *ch, const MtActs *s, int l)
+{
+    return l > ch->l0 ? s->res3[l - 1] : s->encoded;
+}
+
+/* the stash of set `slot`: blocks l0.., then the head's, then the embedding's */
+static float *stash(const MtPipe *p, const MtPipeChunk *ch, int slot, int part)
+{
+    int64_t NC = rows(p);
+    return ch->stash[slot] + (part >= 0 ? 11 * NC * (part - ch->l0) : 11 * NC * (ch->l1 - ch->l0) + (part == -2 ? NC * ch->head : 0));
+}
+#define STASH_HEAD -1
+#define STASH_EMBED -2
+
+/* backward (or, split, its input half B) of one micro-batch on one chunk */
+static void backward(MtPipe *p, const MtAction *a, int split)
 {
     const MtTrainer *tr = p->tr;
     const MtConfig *cfg = &tr->tc.cfg;
     MtPipeChunk *ch = &p->ch[a->stage / p->P];
     int land = ch->head ? -1 : take_land(p, MT_ACT_RECV_B, a);
-    MtActs *s = &ch->sets[ch->slot[a->mb]];
-    const MtTreeStep *ts = &p->plan[ch->tstep];
-    MT_ASSERT(ts->leaf == a->mb, "stage %d: backward of micro-batch %d out of order (tree expects %d)", a->stage, a->mb,
-              ts->leaf);
-    float *g = p->gbuf[ts->buf];
-    memset(g + ch->loff + ch->skip, 0, sizeof(float) * (size_t)(ch->hi - ch->lo - ch->skip));
+    int slot = ch->slot[a->mb];
+    MtActs *s = &ch->sets[slot];
     MtWeights gv;
-    int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? cfg->L + 1 : ch->l1;
-    for (int u = uf; u <= ul; u++)
-        mt_weights_view_unit(cfg, tr->table, tr->nparams, u, g + ch->loff + (tr->unit_lo[u] - ch->lo), &gv);
-    int h = -1;
-    if (ch->head) {
-        h = take_hslot(p, a->mb);
-        memset(p->hslot[h], 0, sizeof(float) * (size_t)cfg->V * cfg->C);
-        gv.wte = p->hslot[h];
-    }
+    if (!split)
+        leaf_begin(p, ch, a->mb, &gv);
     double t0 = mt_now();
-    if (ch->head)
-        mt_model_head_backward(cfg, &p->w, &gv, s, ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded);
-    else {
+    const float *xh = ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded;
+    if (!ch->head) {
         memcpy(s->dres, p->land[land], sizeof(float) * (size_t)rows(p));
         p->land_key[land] = -1;
-    }
+    } else if (split)
+        mt_model_head_backward_input(cfg, &p->w, s, xh, stash(p, ch, slot, STASH_HEAD));
+    else
+        mt_model_head_backward(cfg, &p->w, &gv, s, xh);
     for (int l = ch->l1 - 1; l >= ch->l0; l--)
-        mt_model_block_backward(cfg, &p->w, &gv, s, l, l > ch->l0 ? s->res3[l - 1] : s->encoded);
-    if (ch->embed) /* wpe here; the token rows go to the last rank (SEND_E) */
+        if (split)
+            mt_model_block_backward_input(cfg, &p->w, s, l, block_input(ch, s, l), stash(p, ch, slot, l));
+        else
+            mt_model_block_backward(cfg, &p->w, &gv, s, l, block_input(ch, s, l));
+    if (ch->embed && split)
+        memcpy(stash(p, ch, slot, STASH_EMBED), s->dres, sizeof(float) * (size_t)rows(p));
+    else if (ch->embed) /* wpe here; the token rows go to the last rank (SEND_E) */
         mt_model_embed_backward(cfg, NULL, gv.wpe, s, tokens_of(p, a->mb));
-    ch->tstep = tree_adds(p, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
+    if (!split)
+        leaf_end(p, ch, a->mb);
     busy(p, t0, MT_ACT_B);
-    ch->freelist[ch->nfree++] = ch->slot[a->mb];
+}
+
+/* the weight half W of a split backward: the leaf's parameter gradients from the stash */
+static void weights(MtPipe *p, const MtAction *a)
+{
+    const MtTrainConfig *tc = &p->tr->tc;
+    MtPipeChunk *ch = &p->ch[a->stage / p->P];
+    int slot = ch->slot[a->mb];
+    const MtActs *s = &ch->sets[slot];
+    MtWeights gv;
+    leaf_begin(p, ch, a->mb, &gv);
+    double t0 = mt_now();
+    if (ch->head)
+        mt_model_head_backward_weight(&tc->cfg, &gv, s, ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded,
+                                      stash(p, ch, slot, STASH_HEAD));
+    for (int l = ch->l1 - 1; l >= ch->l0; l--)
+        mt_model_block_backward_weight(&tc->cfg, &gv, s, l, block_input(ch, s, l), stash(p, ch, slot, l));
+    if (ch->embed)
+        mt_encoder_backward(NULL, gv.wpe, stash(p, ch, slot, STASH_EMBED), tokens_of(p, a->mb), tc->micro, tc->seq,
+                            tc->cfg.C);
+    leaf_end(p, ch, a->mb);
+    busy(p, t0, MT_ACT_W);
 }
 
 static void run(MtPipe *p, const MtAction *a)
@@ -500,7 +578,10 @@ static void run(MtPipe *p, const MtAction *a)
         forward(p, a);
         break;
     case MT_ACT_B:
-        backward(p, a);
+        backward(p, a, mt_schedule_split(p->sched.kind));
+        break;
+    case MT_ACT_W:
+        weights(p, a);
         break;
     case MT_ACT_SEND_F:
         send(p, MT_GROUP_PP, (a->stage + 1) % p->P, tag(TAG_F, a->mb), ch->sets[ch->slot[a->mb]].res3[ch->l1 - 1]);

@@ -45,8 +45,8 @@ void mt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                            const float *w, const float *mean, const float *rstd, int N, int C)
 {
     /* 1. the input gradient, row by row */
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
+#pragma omp parallel for schedule(static) if (dinp)
+    for (int n = 0; n < (dinp ? N : 0); n++) {
         const float *x = inp + (int64_t)n * C, *d = dout + (int64_t)n * C;
         float *dx = dinp + (int64_t)n * C;
         float m = mean[n], s = rstd[n];
@@ -79,6 +79,8 @@ void mt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
         }
     }
     /* 2. weight and bias gradients: split over channels, rows summed in order */
+    if (!dw)
+        return;
 #pragma omp parallel
     {
         int c0, c1;

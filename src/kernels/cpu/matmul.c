@@ -33,7 +33,8 @@ void mt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
     if (dinp) /* dinp (N,C) = dout (N,OC) @ w^T */
         mt_gemm(0, 1, N, C, OC, 1.0f, dout, OC, w, OC, accumulate ? 1.0f : 0.0f, dinp, C, 0);
     /* dw (C,OC) += inp^T (C,N) @ dout (N,OC) */
-    mt_gemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, OC, 0);
+    if (dw)
+        mt_gemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, OC, 0);
     if (dbias)
         mt_colsum_acc(dbias, dout, N, OC);
 }

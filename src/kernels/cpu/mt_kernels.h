@@ -25,7 +25,8 @@ void mt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int3
 /* Per row: out = (x - mean) * rstd * w + b, eps 1e-5.  mean, rstd: (N) saved for backward. */
 void mt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                           const float *w, const float *b, int N, int C);
-/* dinp += ..., dw += ..., db += ... */
+/* dinp += ..., dw += ..., db += ...: two independent halves; dinp NULL skips the first,
+ * dw NULL (and db) the second (a weight-gradient pass run apart, same bits). */
 void mt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                            const float *w, const float *mean, const float *rstd, int N, int C);
 
@@ -34,7 +35,7 @@ void mt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 void mt_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                        const float *residual, int N, int C, int OC);
 /* dinp (N,C) = dout @ w^T (+= if accumulate); dw (C,OC) += inp^T @ dout; dbias += colsum(dout).
- * dinp and dbias may be NULL. */
+ * dinp, dw and dbias may be NULL (the input and weight halves run apart give the same bits). */
 void mt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int accumulate);
 
