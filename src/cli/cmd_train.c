@@ -30,6 +30,12 @@ typedef struct {
     uint64_t seed;
 } TrainArgs;
 
+static int recompute_mode(const char *s)
+{
+    return strcmp(s, "none") == 0 ? MT_RECOMPUTE_NONE : strcmp(s, "attn") == 0 ? MT_RECOMPUTE_ATTN
+         : strcmp(s, "full") == 0 ? MT_RECOMPUTE_FULL : -1;
+}
+
 /* What this build can run: the data-parallel family (--dp, --zero 0-3) and pipelines
  * (--pp with every schedule).  The degrees, ZeRO stage and schedule are checked against the
  * model by mt_layout_check (mt_mesh.h); the pipeline's cuts by mt_pipe_check. */
@@ -52,11 +58,10 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
         return mt_error(MT_EINPUT, "meshtrain train: --bucket-mb %g must be between 0 and 4096", a->bucket_mb);
     if (a->seqpar)
         return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel needs --tp > 1");
-    if (strcmp(a->recompute_mode, "none") != 0)
-        return mt_error(MT_EINPUT, "meshtrain train: --recompute %s: must be none (attn and full are not built yet)",
-                        a->recompute_mode);
-    if (a->pp == 1 && (a->microbatches != 0 || a->vstages != 1 || a->stage_layers))
-        return mt_error(MT_EINPUT, "meshtrain train: --microbatches, --virtual-stages and --stage-layers need --pp > 1");
+    if (recompute_mode(a->recompute_mode) < 0)
+        return mt_error(MT_EINPUT, "meshtrain train: --recompute %s: must be none, attn or full", a->recompute_mode);
+    if (a->pp == 1 && (a->vstages != 1 || a->stage_layers))
+        return mt_error(MT_EINPUT, "meshtrain train: --virtual-stages and --stage-layers need --pp > 1");
     return MT_OK;
 }
 
@@ -388,6 +393,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     tc.batch = a.batch;
     tc.micro = a.micro ? a.micro : a.batch;
+    tc.recompute = recompute_mode(a.recompute_mode) > 0 ? recompute_mode(a.recompute_mode) : 0;
     tc.seq = a.seq_len;
     tc.seed = a.seed;
     tc.oc = (MtOptimConfig){.lr = a.lr, .min_lr_frac = a.min_lr_frac, .warmup = a.warmup,

@@ -166,6 +166,33 @@ typedef struct {
     int64_t n;
 } Slot;
 
+/* the 13 per-layer buffers, in order; which of them the recompute mode shares */
+enum { K_LN1, K_LN1M, K_LN1R, K_QKV, K_ATTY, K_ATT, K_RES2, K_LN2, K_LN2M, K_LN2R, K_FCH, K_FCHG, K_RES3, NK };
+
+static float **layer_buf(MtActs *a, int k)
+{
+    float **b[NK] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->atty, a->att, a->res2,
+                     a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->res3};
+    return b[k];
+}
+
+static int64_t layer_floats(const MtConfig *cfg, int B, int T, int k)
+{
+    int64_t N = (int64_t)B * T, C = cfg->C;
+    switch (k) {
+    case K_LN1M: case K_LN1R: case K_LN2M: case K_LN2R: return N;
+    case K_QKV: return N * 3 * C;
+    case K_ATT: return (int64_t)B * cfg->NH * T * T;
+    case K_FCH: case K_FCHG: return N * 4 * C;
+    default: return N * C;
+    }
+}
+
+static int shared_under(int mode, int k)
+{
+    return mode == MT_RECOMPUTE_FULL ? k != K_RES3 : mode == MT_RECOMPUTE_ATTN ? k == K_ATT : 0;
+}
+
 /* Lists every activation buffer of shape sh with its size; used both to size and to carve. */
 static int act_slots(const MtConfig *cfg, MtActs *a, int B, int T, int threads, const MtActsShape *sh, Slot *s)
 {
@@ -174,21 +201,14 @@ static int act_slots(const MtConfig *cfg, MtActs *a, int B, int T, int threads, 
 #define S(ptr, count) s[k++] = (Slot){&(ptr), (count)}
     if (sh->embed || sh->input)
         S(a->encoded, N * C);
-    for (int l = sh->l0; l < sh->l1; l++) {
-        S(a->ln1[l], N * C);
-        S(a->ln1_mean[l], N);
-        S(a->ln1_rstd[l], N);
-        S(a->qkv[l], N * 3 * C);
-        S(a->atty[l], N * C);
-        S(a->att[l], (int64_t)B * cfg->NH * T * T);
-        S(a->res2[l], N * C);
-        S(a->ln2[l], N * C);
-        S(a->ln2_mean[l], N);
-        S(a->ln2_rstd[l], N);
-        S(a->fch[l], N * 4 * C);
-        S(a->fch_gelu[l], N * 4 * C);
-        S(a->res3[l], N * C);
-    }
+    for (int l = sh->l0; l < sh->l1; l++)
+        for (int b = 0; b < NK; b++)
+            if (!shared_under(sh->recompute, b))
+                S(layer_buf(a, b)[l], layer_floats(cfg, B, T, b));
+    if (sh->rc_buffers)
+        for (int b = 0; b < NK; b++)
+            if (shared_under(sh->recompute, b))
+                S(a->shared[b], layer_floats(cfg, B, T, b));
     if (sh->head) {
         S(a->lnf, N * C);
         S(a->lnf_mean, N);
@@ -208,9 +228,20 @@ static int act_slots(const MtConfig *cfg, MtActs *a, int B, int T, int threads, 
     return k;
 }
 
+void mt_acts_share(MtActs *a, const MtActs *from)
+{
+    for (int b = 0; b < NK; b++) {
+        if (!shared_under(a->recompute, b))
+            continue;
+        a->shared[b] = from->shared[b];
+        for (int l = a->l0; l < a->l1; l++)
+            layer_buf(a, b)[l] = a->shared[b];
+    }
+}
+
 #define MAX_SLOTS (32 + 13 * MT_MAX_LAYERS)
 
-MtActsShape mt_acts_whole(const MtConfig *cfg) { return (MtActsShape){0, cfg->L, 1, 1, 0, 1}; }
+MtActsShape mt_acts_whole(const MtConfig *cfg) { return (MtActsShape){0, cfg->L, 1, 1, 0, 1, 0, 0}; }
 
 int64_t mt_acts_floats_shape(const MtConfig *cfg, int B, int T, int threads, const MtActsShape *sh)
 {
@@ -247,6 +278,11 @@ MtStatus mt_acts_alloc_shape(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, 
         *s[i].slot = p;
         p += (s[i].n + 15) / 16 * 16;
     }
+    a->recompute = sh->recompute;
+    a->l0 = sh->l0;
+    a->l1 = sh->l1;
+    if (sh->rc_buffers)
+        mt_acts_share(a, a);
     return MT_OK;
 }
 
@@ -338,9 +374,19 @@ void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWei
     mt_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C);
 }
 
+/* refills what the recompute mode did not keep of block l's activations (same bits) */
+static void recompute(const MtConfig *cfg, const MtWeights *w, MtActs *a, int l, const float *x)
+{
+    if (a->recompute == MT_RECOMPUTE_FULL)
+        block_forward(cfg, &w->h[l], a, l, x);
+    else if (a->recompute == MT_RECOMPUTE_ATTN)
+        mt_attention_forward(a->atty[l], a->att[l], a->qkv[l], a->B, a->T, cfg->C, cfg->NH);
+}
+
 void mt_model_block_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a, int l,
                              const float *x)
 {
+    recompute(cfg, w, a, l, x);
     block_backward(cfg, &w->h[l], &g->h[l], a, l, x);
 }
 
@@ -366,7 +412,7 @@ void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtAc
     const MtBlockWeights *bw = &w->h[l];
     float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * 4 * C,
           *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C, *s_ln1 = s_qkv + (int64_t)N * 3 * C;
-    (void)x;
+    recompute(cfg, w, a, l, x);
     memcpy(s_res3, a->dres, sizeof(float) * (size_t)N * C);
     mt_matmul_backward(a->dfch, NULL, NULL, a->dres, a->fch_gelu[l], bw->fcprojw, N, 4 * C, C, 0);
     mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * 4 * C);
@@ -383,9 +429,11 @@ void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtAc
     mt_layernorm_backward(a->dres, NULL, NULL, a->dln, x, bw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], N, C);
 }
 
-void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, int l, const float *x,
-                                    const float *stash)
+void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a, int l,
+                                    const float *x, const float *stash)
 {
+    if (a->recompute == MT_RECOMPUTE_FULL) /* W reads the block's activations too */
+        block_forward(cfg, &w->h[l], a, l, x);
     int B = a->B, T = a->T, C = cfg->C, N = B * T;
     const MtBlockWeights *bg = &g->h[l];
     const float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * 4 * C,
@@ -452,7 +500,7 @@ void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights 
     for (int l = L - 1; l >= 0; l--) {
         hook(h, MT_PARAMS_NEED, l + 1);
         hook(h, MT_GRADS_NEED, l + 1);
-        block_backward(cfg, &w->h[l], &g->h[l], a, l, l > 0 ? a->res3[l - 1] : a->encoded);
+        mt_model_block_backward(cfg, w, g, a, l, l > 0 ? a->res3[l - 1] : a->encoded);
         hook(h, MT_PARAMS_DONE, l + 1);
         hook(h, MT_GRADS_DONE, l + 1);
     }

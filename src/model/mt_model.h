@@ -99,7 +99,17 @@ typedef struct {
     float *dres, *dln, *datty, *dqkv, *dfch, *datt_scratch;
     float *block;                   /* the one allocation behind all of the above */
     int64_t floats;
+    /* activation recomputation: blocks [l0, l1) keep in their own buffers only what the
+     * mode keeps; the other per-layer pointers all point at shared[] (one layer's worth),
+     * which a block's backward refills by recomputing its forward (or its attention). */
+    int recompute, l0, l1;
+    float *shared[13];
 } MtActs;
+
+/* --recompute: none; attn recomputes the attention probabilities (B,NH,T,T) in each
+ * block's backward (Korthikanti et al.'s selective recomputation); full keeps only each
+ * block's output (the next block's input) and recomputes the whole block's forward. */
+enum { MT_RECOMPUTE_NONE, MT_RECOMPUTE_ATTN, MT_RECOMPUTE_FULL };
 
 /* Which activations a set holds: blocks [l0, l1), the embedding's output (embed) or a
  * received stage input in its place (input; both in `encoded`), the head's (lnf, logits,
@@ -107,7 +117,11 @@ typedef struct {
 typedef struct {
     int l0, l1;
     int embed, head, input, scratch;
+    int recompute;  /* MT_RECOMPUTE_*: which per-layer buffers are shared */
+    int rc_buffers; /* the set holds the shared buffers (else mt_acts_share links another's) */
 } MtActsShape;
+/* Points a's shared per-layer buffers at those of `from` (which holds them). */
+void mt_acts_share(MtActs *a, const MtActs *from);
 MtActsShape mt_acts_whole(const MtConfig *cfg);
 
 /* One allocation (category activations) for micro-batches of B x T; NULL-safe free. */
@@ -171,8 +185,8 @@ void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, cons
 int64_t mt_model_stash_floats(const MtConfig *cfg, int B, int T, int blocks, int head, int embed);
 void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *a, int l, const float *x,
                                    float *stash);
-void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, int l, const float *x,
-                                    const float *stash);
+void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a, int l,
+                                    const float *x, const float *stash);
 void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x, float *stash);
 void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, const float *x,
                                    const float *stash);

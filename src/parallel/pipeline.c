@@ -96,7 +96,7 @@ int64_t mt_pipe_set_floats(const MtPipe *p, int c)
 {
     const MtTrainConfig *tc = &p->tr->tc;
     const MtPipeChunk *ch = &p->ch[c];
-    MtActsShape sh = {ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0};
+    MtActsShape sh = {ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0, tc->recompute, 0};
     return mt_acts_floats_shape(&tc->cfg, tc->micro, tc->seq, tc->threads, &sh);
 }
 
@@ -133,7 +133,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     p->nlist = mt_schedule_build(&p->sched, p->rank, p->list);
     p->nplan = mt_tree_plan(M, p->plan);
     /* chunks, their spans in the rank's arrays, their activation sets */
-    MtActsShape scratch = {0, 0, 0, 0, 0, 1};
+    MtActsShape scratch = {0, 0, 0, 0, 0, 1, tc->recompute, 1}; /* with the recompute buffers */
     if (mt_acts_alloc_shape(&p->scratch, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &scratch) != MT_OK)
         goto oom;
     int64_t off = 0;
@@ -155,7 +155,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         ch->stash = calloc((size_t)ch->nsets + 1, sizeof(float *));
         if (!ch->sets || !ch->freelist || !ch->slot || !ch->stash)
             goto oom;
-        MtActsShape sh = {ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0};
+        MtActsShape sh = {ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0, tc->recompute, 0};
         for (int i = 0; i < ch->nsets; i++) {
             MtActs *a = &ch->sets[i];
             if (mt_acts_alloc_shape(a, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh) != MT_OK)
@@ -166,6 +166,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
             a->dqkv = p->scratch.dqkv;
             a->dfch = p->scratch.dfch;
             a->datt_scratch = p->scratch.datt_scratch;
+            mt_acts_share(a, &p->scratch);
             if (mt_schedule_split(o->kind) &&
                 !(ch->stash[i] = alloc_f(p, MT_MEM_ACTS, mt_pipe_stash_floats(p, k))))
                 goto oom;
@@ -547,7 +548,7 @@ static void weights(MtPipe *p, const MtAction *a)
     const MtTrainConfig *tc = &p->tr->tc;
     MtPipeChunk *ch = &p->ch[a->stage / p->P];
     int slot = ch->slot[a->mb];
-    const MtActs *s = &ch->sets[slot];
+    MtActs *s = &ch->sets[slot];
     MtWeights gv;
     leaf_begin(p, ch, a->mb, &gv);
     double t0 = mt_now();
@@ -555,7 +556,7 @@ static void weights(MtPipe *p, const MtAction *a)
         mt_model_head_backward_weight(&tc->cfg, &gv, s, ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded,
                                       stash(p, ch, slot, STASH_HEAD));
     for (int l = ch->l1 - 1; l >= ch->l0; l--)
-        mt_model_block_backward_weight(&tc->cfg, &gv, s, l, block_input(ch, s, l), stash(p, ch, slot, l));
+        mt_model_block_backward_weight(&tc->cfg, &p->w, &gv, s, l, block_input(ch, s, l), stash(p, ch, slot, l));
     if (ch->embed)
         mt_encoder_backward(NULL, gv.wpe, stash(p, ch, slot, STASH_EMBED), tokens_of(p, a->mb), tc->micro, tc->seq,
                             tc->cfg.C);

@@ -33,6 +33,7 @@ typedef struct {
      * parameter array the trainer initialises nothing (the technique initialises its shard). */
     int64_t params_len, grads_len, optim_len;
     int acts_none;            /* the technique allocates activations (pipeline stages): no whole-model set */
+    int recompute;            /* MT_RECOMPUTE_NONE, _ATTN or _FULL (mt_model.h) */
     int64_t fail_alloc_after; /* tests: > 0 makes that allocation (1-based) fail; 0 never */
 } MtTrainConfig;
 

@@ -81,7 +81,10 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     for (int i = 0; i < tr->ntmp; i++)
         if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, param_bytes(tr, tc->grads_len))))
             goto oom;
-    MtStatus s = tc->acts_none ? MT_OK : mt_acts_alloc(&tr->acts, &tr->mem, cfg, tc->micro, tc->seq, tc->threads);
+    MtActsShape sh = mt_acts_whole(cfg);
+    sh.recompute = tc->recompute;
+    sh.rc_buffers = 1;
+    MtStatus s = tc->acts_none ? MT_OK : mt_acts_alloc_shape(&tr->acts, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh);
     if (s != MT_OK) {
         mt_trainer_free(tr);
         return s;
