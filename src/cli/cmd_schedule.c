@@ -6,6 +6,8 @@
 
 #include "flags.h"
 #include "mt_cli.h"
+#include "mt_fsutil.h"
+#include "mt_json.h"
 #include "mt_schedule.h"
 #include "mt_timeline.h"
 
@@ -48,10 +50,162 @@ static void print_text(const MtSchedule *s, MtAction *const *lists, const MtSimR
     }
 }
 
+/* ---- a measured step from a run's --trace ---- */
+
+typedef struct {
+    MtBox *box; /* compute events of the chosen step, per rank in time order */
+    int n, step;
+} Measured;
+
+static int by_rank_time(const void *a, const void *b)
+{
+    const MtBox *x = a, *y = b;
+    if (x->rank != y->rank)
+        return x->rank - y->rank;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Reads the compute events of step `want` (-1: the last traced) from a Chrome trace. */
+static MtStatus read_trace(const char *path, int P, int V, int want, Measured *m)
+{
+    unsigned char *text;
+    int64_t len;
+    MT_TRY(mt_file_read(path, &text, &len));
+    MtJson *j = NULL;
+    MtStatus st = mt_json_parse((const char *)text, (size_t)len, &j);
+    free(text);
+    if (st != MT_OK)
+        return mt_error(MT_EINPUT, "--from-trace %s: %s", path, mt_error_msg());
+    const MtJson *ev = mt_json_get(j, "traceEvents");
+    int n = mt_json_len(ev), last = -1;
+    for (int i = 0; i < n; i++) {
+        const MtJson *e = mt_json_at(ev, i), *a = mt_json_get(e, "args");
+        const char *cat = mt_json_str(mt_json_get(e, "cat"));
+        if (cat && strcmp(cat, "compute") == 0 && (int)mt_json_num(mt_json_get(a, "step")) > last)
+            last = (int)mt_json_num(mt_json_get(a, "step"));
+    }
+    m->step = want >= 0 ? want : last;
+    m->box = malloc(sizeof(MtBox) * (size_t)(n + 1));
+    MT_ASSERT(m->box, "out of memory");
+    m->n = 0;
+    for (int i = 0; i < n; i++) {
+        const MtJson *e = mt_json_at(ev, i), *a = mt_json_get(e, "args");
+        const char *cat = mt_json_str(mt_json_get(e, "cat"));
+        if (!cat || strcmp(cat, "compute") != 0 || (int)mt_json_num(mt_json_get(a, "step")) != m->step)
+            continue;
+        int rank = (int)mt_json_num(mt_json_get(e, "tid")), stage = (int)mt_json_num(mt_json_get(a, "stage"));
+        int kind = (int)mt_json_num(mt_json_get(a, "kind"));
+        if (rank < 0 || rank >= P || stage < 0 || stage >= P * V || stage % P != rank || kind < 0 || kind > 2) {
+            mt_json_free(j);
+            return mt_error(MT_EINPUT, "--from-trace %s: a compute event of rank %d, stage %d does not fit --pp %d "
+                            "--virtual-stages %d", path, rank, stage, P, V);
+        }
+        double ts = mt_json_num(mt_json_get(e, "ts")) * 1e-3, dur = mt_json_num(mt_json_get(e, "dur")) * 1e-3;
+        m->box[m->n++] = (MtBox){rank, kind, (int)mt_json_num(mt_json_get(a, "mb")), stage / P, ts, ts + dur};
+    }
+    mt_json_free(j);
+    if (m->n == 0)
+        return mt_error(MT_EINPUT, "--from-trace %s: no compute events of step %d (was the run traced with --pp?)",
+                        path, m->step);
+    qsort(m->box, (size_t)m->n, sizeof(MtBox), by_rank_time);
+    return MT_OK;
+}
+
+/* Compares each rank's measured compute order with its list; prints the first difference. */
+static int same_order(const MtSchedule *s, MtAction *const *lists, const int *n, const Measured *m)
+{
+    int k = 0, ok = 1;
+    for (int r = 0; r < s->P; r++) {
+        int count = 0, bad = 0;
+        for (int i = 0; i < n[r]; i++) {
+            const MtAction *a = &lists[r][i];
+            if (a->kind > MT_ACT_W)
+                continue;
+            if (!bad && (k >= m->n || m->box[k].rank != r || m->box[k].kind != a->kind ||
+                         m->box[k].chunk != a->stage / s->P || m->box[k].mb != a->mb)) {
+                char b[40];
+                printf("rank %d: measured action %d is not %s, the list's\n", r, count, mt_action_str(a, b));
+                bad = 1;
+            }
+            k += !bad;
+            count++;
+        }
+        while (!bad && k < m->n && m->box[k].rank == r) {
+            printf("rank %d: more measured actions than the list holds\n", r);
+            bad = 1;
+        }
+        while (k < m->n && m->box[k].rank == r)
+            k++;
+        if (!bad)
+            printf("rank %d: measured order = the list's (%d compute actions)\n", r, count);
+        ok &= !bad;
+    }
+    return ok;
+}
+
+static int from_trace(const MtSchedule *s, MtAction *const *lists, const int *n, const char *trace, int step,
+                      const char *svg)
+{
+    Measured m = {0};
+    MtStatus st = read_trace(trace, s->P, s->V, step, &m);
+    if (st != MT_OK)
+        return mt_cli_fail(mt_error_prefix(st, "meshtrain schedule"));
+    double cost[3] = {0, 0, 0}, lo = m.box[0].start, hi = m.box[0].end, busy = 0.0;
+    int cnt[3] = {0, 0, 0};
+    for (int i = 0; i < m.n; i++) {
+        cost[m.box[i].kind] += m.box[i].end - m.box[i].start;
+        cnt[m.box[i].kind]++;
+        busy += m.box[i].end - m.box[i].start;
+        lo = m.box[i].start < lo ? m.box[i].start : lo;
+        hi = m.box[i].end > hi ? m.box[i].end : hi;
+    }
+    MtSimCosts c = {cnt[0] ? cost[0] / cnt[0] : 1, cnt[1] ? cost[1] / cnt[1] : 1, cnt[2] ? cost[2] / cnt[2] : 0};
+    printf("step %d of %s: %d compute events\n", m.step, trace, m.n);
+    int ok = same_order(s, lists, n, &m);
+    MtSimResult res;
+    st = mt_simulate(s, lists, n, c, &res);
+    MT_ASSERT(st == MT_OK, "simulation: %s", res.error);
+    double measured = hi > lo ? 1.0 - busy / (s->P * (hi - lo)) : 0.0;
+    printf("measured: %.2f ms, bubble %.4f; planned with the measured mean costs (F %.3f, B %.3f, W %.3f ms): "
+           "%.2f ms, bubble %.4f\n", hi - lo, measured, c.f, c.b, c.w, res.makespan, res.bubble);
+    if (svg) {
+        int total = 0;
+        for (int r = 0; r < s->P; r++)
+            total += res.nspan[r];
+        MtBox *plan = malloc(sizeof(MtBox) * (size_t)(total + 1));
+        MT_ASSERT(plan, "out of memory");
+        int k = 0;
+        for (int r = 0; r < s->P; r++)
+            for (int i = 0; i < res.nspan[r]; i++) {
+                const MtAction *a = &lists[r][res.span[r][i].action];
+                plan[k++] = (MtBox){r, a->kind, a->mb, a->stage / s->P, res.span[r][i].start, res.span[r][i].end};
+            }
+        char t1[160], t2[160];
+        snprintf(t1, sizeof t1, "planned: %s, P %d, M %d, V %d, measured costs: %.2f ms, bubble %.4f",
+                 mt_schedule_name(s->kind), s->P, s->M, s->V, res.makespan, res.bubble);
+        snprintf(t2, sizeof t2, "measured: step %d, %.2f ms, bubble %.4f", m.step, hi - lo, measured);
+        MtTimeline sets[2] = {{t1, plan, total, s->P}, {t2, m.box, m.n, s->P}};
+        FILE *f = fopen(svg, "w");
+        int bad = !f || mt_timeline_svg(f, sets, 2) != 0;
+        bad |= f && fclose(f) != 0;
+        free(plan);
+        if (bad) {
+            free(m.box);
+            mt_sim_free(&res);
+            return mt_cli_fail(mt_error(MT_EIO, "meshtrain schedule: writing %s failed", svg));
+        }
+        printf("svg: %s\n", svg);
+    }
+    printf("bubble %.6f\n", measured);
+    free(m.box);
+    mt_sim_free(&res);
+    return ok ? 0 : 1;
+}
+
 int mt_cmd_schedule(int argc, char **argv)
 {
-    int P = 0, M = 0, V = 1, done;
-    const char *sched = "1f1b", *svg = NULL, *costs = "1,1,1";
+    int P = 0, M = 0, V = 1, step = -1, done;
+    const char *sched = "1f1b", *svg = NULL, *costs = "1,1,1", *trace = NULL;
     Flag flags[] = {
         {"pp", FLAG_INT, &P, "pipeline ranks"},
         {"microbatches", FLAG_INT, &M, "micro-batches per step"},
@@ -59,6 +213,8 @@ int mt_cmd_schedule(int argc, char **argv)
         {"virtual-stages", FLAG_INT, &V, "model chunks per rank (interleaved)"},
         {"costs", FLAG_STR, &costs, "whole time units of F,B,W (without a split B costs B+W)"},
         {"svg", FLAG_STR, &svg, "also draw the timeline into this SVG file"},
+        {"from-trace", FLAG_STR, &trace, "a run's --trace: check its measured order, draw it beside the plan"},
+        {"step", FLAG_INT, &step, "with --from-trace: the step to show (default: the last traced)"},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]);
     int rc = mt_cli_parse(flags, nflags, argc, argv, "schedule",
@@ -82,7 +238,7 @@ int mt_cmd_schedule(int argc, char **argv)
     if (st != MT_OK)
         return mt_cli_fail(mt_error_prefix(st, "meshtrain schedule"));
     FILE *f = NULL;
-    if (svg && !(f = fopen(svg, "w")))
+    if (svg && !trace && !(f = fopen(svg, "w")))
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain schedule: cannot write --svg %s", svg));
     MtAction *lists[MT_MAX_STAGES];
     int n[MT_MAX_STAGES];
@@ -90,6 +246,12 @@ int mt_cmd_schedule(int argc, char **argv)
         lists[r] = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
         MT_ASSERT(lists[r], "out of memory");
         n[r] = mt_schedule_build(&s, r, lists[r]);
+    }
+    if (trace) {
+        int rc2 = from_trace(&s, lists, n, trace, step, svg);
+        for (int r = 0; r < P; r++)
+            free(lists[r]);
+        return rc2;
     }
     MtSimResult res;
     st = mt_simulate(&s, lists, n, (MtSimCosts){cf, cb, cw}, &res);

@@ -11,6 +11,7 @@
 #include "flags.h"
 #include "mt_checkpoint.h"
 #include "mt_cli.h"
+#include "mt_fsutil.h"
 #include "mt_gemm.h"
 #include "mt_kernels.h"
 #include "mt_launch.h"
@@ -52,26 +53,6 @@ int mt_cli_parse(Flag *f, int n, int argc, char **argv, const char *cmd, const c
 
 /* ---- prepare ---- */
 
-static MtStatus read_file(const char *path, unsigned char **out, int64_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mt_error(MT_EINPUT, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return mt_error(MT_EINPUT, "%s is not a regular file", path);
-    }
-    *out = malloc((size_t)st.st_size + 1);
-    if (!*out || fread(*out, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
-        free(*out);
-        fclose(f);
-        return mt_error(MT_EINPUT, "cannot read %s", path);
-    }
-    fclose(f);
-    *n = st.st_size;
-    return MT_OK;
-}
 
 int mt_cmd_prepare(int argc, char **argv)
 {
@@ -101,7 +82,7 @@ int mt_cmd_prepare(int argc, char **argv)
                                     "(use --force to replace them)", out));
     unsigned char *text;
     int64_t len;
-    MtStatus s = read_file(input, &text, &len);
+    MtStatus s = mt_file_read(input, &text, &len);
     if (s != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain prepare"));
     int64_t nval = (int64_t)(len * (double)val_frac);
@@ -189,7 +170,7 @@ int mt_cmd_eval(int argc, char **argv)
     } else {
         unsigned char *bytes;
         int64_t len;
-        s = read_file(text, &bytes, &len);
+        s = mt_file_read(text, &bytes, &len);
         if (s == MT_OK) {
             tok.tok = malloc(sizeof(int32_t) * (size_t)(len ? len : 1));
             if (tok.tok) {

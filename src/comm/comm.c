@@ -669,6 +669,25 @@ int mt_test(MtComm *c, MtRequest *r)
 
 /* ---- trace ---- */
 
+double mt_comm_clock(const MtComm *c) { return now() - c->t0; }
+
+#define COMPUTE_OP 100 /* + kind: compute events share the event list */
+
+void mt_comm_trace_compute(MtComm *c, int kind, int stage, int mb, int64_t step, double start, double end)
+{
+    if (!c->opt.trace)
+        return;
+    if (c->nevents == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 1024;
+        Event *e = realloc(c->events, sizeof(Event) * (size_t)cap);
+        if (!e)
+            return;
+        c->events = e;
+        c->cap = cap;
+    }
+    c->events[c->nevents++] = (Event){COMPUTE_OP + kind, stage, mb, step, start, end};
+}
+
 MtStatus mt_comm_write_trace(MtComm *c, const char *path)
 {
     int n = c->nevents, *counts = NULL, *displs = NULL, total = 0;
@@ -700,6 +719,14 @@ MtStatus mt_comm_write_trace(MtComm *c, const char *path)
             for (int r = 0; r < c->size; r++)
                 for (int i = 0; i < counts[r] / (int)sizeof(Event); i++, k++) {
                     Event *e = &all[k];
+                    if (e->op >= COMPUTE_OP) {
+                        fprintf(f, "{\"name\": \"%d%c%lld\", \"cat\": \"compute\", \"ph\": \"X\", \"pid\": 0, "
+                                   "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"kind\": %d, \"stage\": %d, "
+                                   "\"mb\": %lld, \"step\": %lld}},\n", e->group, "FBW"[(e->op - COMPUTE_OP) % 3],
+                                (long long)e->n, r, e->start * 1e6, (e->end - e->start) * 1e6, e->op - COMPUTE_OP,
+                                e->group, (long long)e->n, (long long)e->bytes);
+                        continue;
+                    }
                     fprintf(f, "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 0, \"tid\": %d, "
                                "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"bytes\": %lld, \"floats\": %lld}},\n",
                             mt_op_name((MtOp)e->op), mt_group_name((MtGroupKind)e->group), r, e->start * 1e6,

@@ -100,8 +100,15 @@ int64_t mt_comm_total_bytes(const MtComm *c, MtGroupKind g);
 /* Bookkeeping (not counted): n values from every rank to world rank 0, rank-major in all
  * (needed on rank 0 only; mine may alias all). */
 void mt_comm_gather_i64(MtComm *c, const int64_t *mine, int n, int64_t *all);
+/* Seconds since the job's common start (after a barrier at mt_comm_init): the clock of
+ * the trace, comparable across ranks. */
+double mt_comm_clock(const MtComm *c);
+/* Records a compute event in the trace (when tracing): kind 0 F, 1 B, 2 W of stage's
+ * micro-batch mb in step `step`, from start to end (mt_comm_clock). */
+void mt_comm_trace_compute(MtComm *c, int kind, int stage, int mb, int64_t step, double start, double end);
 /* Gathers every rank's trace events to world rank 0, which writes one Chrome trace JSON
- * file (one row per rank).  Collective over the world. */
+ * file (one row per rank; compute events have cat "compute" and args stage, mb, step).
+ * Collective over the world. */
 MtStatus mt_comm_write_trace(MtComm *c, const char *path);
 
 #endif

@@ -203,3 +203,24 @@ MtStatus mt_dir_commit(const char *tmp_dir, const char *final_dir)
     MT_TRY(sync_parent(final_dir));
     return mt_dir_remove(tmp_dir); /* now holds the old contents */
 }
+
+MtStatus mt_file_read(const char *path, unsigned char **out, int64_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mt_error(MT_EINPUT, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return mt_error(MT_EINPUT, "%s is not a regular file", path);
+    }
+    *out = malloc((size_t)st.st_size + 1);
+    if (!*out || fread(*out, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+        free(*out);
+        fclose(f);
+        return mt_error(MT_EINPUT, "cannot read %s", path);
+    }
+    fclose(f);
+    *n = st.st_size;
+    return MT_OK;
+}

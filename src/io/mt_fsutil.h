@@ -36,5 +36,8 @@ MtStatus mt_dir_remove(const char *dir);
 
 /* 1 if anything (file, directory, symbolic link, even dangling) exists at path. */
 int mt_path_exists(const char *path);
+/* The whole regular file `path` into *out (owned by the caller, one spare byte at the end)
+ * and its length; MT_EINPUT with one line if it cannot be opened or read. */
+MtStatus mt_file_read(const char *path, unsigned char **out, int64_t *n);
 
 #endif

@@ -422,11 +422,12 @@ static int take_hslot(MtPipe *p, int mb)
     }
 }
 
-/* ---- compute ---- */
+/* ---- compute (timed on the trace's clock, common to the ranks) ---- */
 
-static void busy(MtPipe *p, double t0, int kind)
+static void busy(MtPipe *p, double t0, int kind, const MtAction *a)
 {
-    double t1 = mt_now();
+    double t1 = mt_comm_clock(p->c);
+    mt_comm_trace_compute(p->c, kind, a->stage, a->mb, p->tr->step, t0, t1);
     p->kind_s[kind] += t1 - t0;
     p->kind_n[kind]++;
     if (p->t_first < 0)
@@ -445,7 +446,7 @@ static void forward(MtPipe *p, const MtAction *a)
     ch->slot[a->mb] = slot;
     MtActs *s = &ch->sets[slot];
     int64_t off = (int64_t)a->mb * tc->micro * tc->seq;
-    double t0 = mt_now();
+    double t0 = mt_comm_clock(p->c);
     if (ch->embed)
         mt_model_embed_forward(&tc->cfg, &p->w, s, p->tr->inputs + off);
     else {
@@ -462,7 +463,7 @@ static void forward(MtPipe *p, const MtAction *a)
         double sum = mt_model_head_forward(&tc->cfg, &p->w, s, x, p->tr->targets + off, (float)(1.0 / step_tokens));
         p->leaf_loss[a->mb] = (float)(sum / step_tokens);
     }
-    busy(p, t0, MT_ACT_F);
+    busy(p, t0, MT_ACT_F, a);
 }
 
 /* The leaf of (chunk, micro-batch) starts: its tree buffer's span zeroed, gradient views
@@ -519,7 +520,7 @@ static void backward(MtPipe *p, const MtAction *a, int split)
     MtWeights gv;
     if (!split)
         leaf_begin(p, ch, a->mb, &gv);
-    double t0 = mt_now();
+    double t0 = mt_comm_clock(p->c);
     const float *xh = ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded;
     if (!ch->head) {
         memcpy(s->dres, p->land[land], sizeof(float) * (size_t)rows(p));
@@ -539,7 +540,7 @@ static void backward(MtPipe *p, const MtAction *a, int split)
         mt_model_embed_backward(cfg, NULL, gv.wpe, s, tokens_of(p, a->mb));
     if (!split)
         leaf_end(p, ch, a->mb);
-    busy(p, t0, MT_ACT_B);
+    busy(p, t0, MT_ACT_B, a);
 }
 
 /* the weight half W of a split backward: the leaf's parameter gradients from the stash */
@@ -551,7 +552,7 @@ static void weights(MtPipe *p, const MtAction *a)
     MtActs *s = &ch->sets[slot];
     MtWeights gv;
     leaf_begin(p, ch, a->mb, &gv);
-    double t0 = mt_now();
+    double t0 = mt_comm_clock(p->c);
     if (ch->head)
         mt_model_head_backward_weight(&tc->cfg, &gv, s, ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded,
                                       stash(p, ch, slot, STASH_HEAD));
@@ -561,7 +562,7 @@ static void weights(MtPipe *p, const MtAction *a)
         mt_encoder_backward(NULL, gv.wpe, stash(p, ch, slot, STASH_EMBED), tokens_of(p, a->mb), tc->micro, tc->seq,
                             tc->cfg.C);
     leaf_end(p, ch, a->mb);
-    busy(p, t0, MT_ACT_W);
+    busy(p, t0, MT_ACT_W, a);
 }
 
 static void run(MtPipe *p, const MtAction *a)
