@@ -30,6 +30,23 @@ expect_bad_input() {
 # the text of the project's own sources: real bytes, no download
 make_text() { cat src/*/*.c src/*/*/*.c src/*/*.h > "$1"; }
 
+# the losses of a --log-json file, one per line
+losses() { grep -o '"loss": [^,]*' "$1" | cut -d' ' -f2; }
+
+# same_run what ref new: losses, weights and moments of two runs ($T/ref, $T/new) bit for bit
+same_run() {
+  cmp -s <(losses "$2.jsonl") <(losses "$3.jsonl") && cmp -s "$2/model.safetensors" "$3/model.safetensors" \
+    && cmp -s "$2/optimizer.safetensors" "$3/optimizer.safetensors" && pass \
+    || fail "$1: differs from one rank: $(losses "$2.jsonl" | tr '\n' ' ') vs $(losses "$3.jsonl" | tr '\n' ' ')"
+}
+
+# train name args...: a run logging to $T/name.jsonl and saving $T/name
+train() {
+  local name=$1; shift
+  $MT_BIN train "$@" --log-json "$T/$name.jsonl" --save "$T/$name" > "$T/$name.out" 2>&1 \
+    || fail "$name: exit $?: $(tail -3 "$T/$name.out")"
+}
+
 finish() {
   echo "$(basename "$0" .sh): $npass passed, $nfail failed"
   [ "$nfail" -eq 0 ]

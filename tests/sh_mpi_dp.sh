@@ -14,7 +14,6 @@ $MT_BIN train $run --dp 2 --log-json "$T/2.jsonl" --save "$T/c2" --trace "$T/tra
   || fail "dp 2: $(tail -3 "$T/out2")"
 $MT_BIN train $run --dp 4 --log-json "$T/4.jsonl" --save "$T/c4" > "$T/out4" 2>&1 || fail "dp 4: $(tail -3 "$T/out4")"
 $MT_BIN train $run --dp 2 --fast-comm --log-json "$T/f.jsonl" > "$T/outf" 2>&1 || fail "dp 2 fast: $(tail -3 "$T/outf")"
-losses() { grep -o '"loss": [^,]*' "$1" | cut -d' ' -f2; }
 [ "$(losses "$T/1.jsonl" | wc -l)" -eq 6 ] && pass || fail "dp 1 logged $(losses "$T/1.jsonl" | wc -l) steps"
 cmp -s <(losses "$T/1.jsonl") <(losses "$T/2.jsonl") && pass || fail "dp 2 losses differ from dp 1"
 cmp -s <(losses "$T/1.jsonl") <(losses "$T/4.jsonl") && pass || fail "dp 4 losses differ from dp 1"

@@ -11,21 +11,10 @@
 source "$(dirname "$0")/lib.sh"
 make_text "$T/text.txt"
 $MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
-losses() { grep -o '"loss": [^,]*' "$1" | cut -d' ' -f2; }
-same_run() { # what ref new: losses, weights and moments bit for bit
-  cmp -s <(losses "$2.jsonl") <(losses "$3.jsonl") && cmp -s "$2/model.safetensors" "$3/model.safetensors" \
-    && cmp -s "$2/optimizer.safetensors" "$3/optimizer.safetensors" && pass \
-    || fail "$1: differs from one rank: $(losses "$2.jsonl" | tr '\n' ' ') vs $(losses "$3.jsonl" | tr '\n' ' ')"
-}
 close_run() { # what ref new: losses within 1e-5 relative, and not all equal to nothing
   [ "$(losses "$3.jsonl" | wc -l)" -eq "$(losses "$2.jsonl" | wc -l)" ] && \
   paste <(losses "$2.jsonl") <(losses "$3.jsonl") | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) bad++ }
     END { exit bad > 0 }' && pass || fail "$1: losses not within 1e-5: $(paste <(losses "$2.jsonl") <(losses "$3.jsonl") | tr '\n' ' ')"
-}
-train() { # name args...: a run logging to $T/name.jsonl and saving $T/name
-  local name=$1; shift
-  $MT_BIN train "$@" --log-json "$T/$name.jsonl" --save "$T/$name" > "$T/$name.out" 2>&1 \
-    || fail "$name: exit $?: $(tail -3 "$T/$name.out")"
 }
 base="--data $T/data --layers 2 --heads 2 --dim 32 --seq-len 32 --warmup 2 --lr 3e-3 --eval-every 0
       --log-every 0 --seed 7 --threads 1 --bucket-mb 0.05"

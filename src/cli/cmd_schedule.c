@@ -260,8 +260,15 @@ int mt_cmd_schedule(int argc, char **argv)
            V > 1 ? "s" : "", cf, cb, cw, mt_schedule_split(kind) ? "" : " (B and W together)");
     print_text(&s, lists, &res);
     printf("peak activation sets per rank:");
-    for (int r = 0; r < P; r++)
+    for (int r = 0; r < P; r++) {
         printf(" %d", res.peak_sets[r]);
+        if (V > 1) { /* what the executor allocates: each chunk's own peak */
+            printf(" (chunks");
+            for (int c = 0; c < V; c++)
+                printf(" %d", mt_schedule_peak_sets(&s, lists[r], n[r], c));
+            printf(")");
+        }
+    }
     printf("\n");
     if (f) {
         int total = 0;

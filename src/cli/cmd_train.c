@@ -414,7 +414,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
                                         "size %d", tc.batch, tc.micro));
         if (a.stage_layers && (s = parse_stage_layers(a.stage_layers, given, &ngiven)) != MT_OK)
             return mt_cli_fail(s);
-        po = (MtPipeOptions){.kind = mt_schedule_kind(a.schedule), .M = tc.batch / tc.micro, .V = a.vstages};
+        const char *ltr = getenv("MT_TEST_LTR_STAGE"); /* test hook: a wrong order the tests must catch */
+        po = (MtPipeOptions){.kind = mt_schedule_kind(a.schedule), .M = tc.batch / tc.micro, .V = a.vstages,
+                             .ltr_stage = ltr ? atoi(ltr) : -1};
         if ((s = mt_pipe_check(&po, &tc.cfg, a.pp, a.stage_layers ? given : NULL, ngiven)) != MT_OK)
             return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     }

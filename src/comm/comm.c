@@ -31,7 +31,7 @@ struct MtRequest {
     MtGroupKind group;
     int64_t n, bytes;
     double start;
-    int done;
+    int done, peer;
 };
 
 struct MtComm {
@@ -66,6 +66,7 @@ static volatile sig_atomic_t inflight;
 static volatile double inflight_since;
 static volatile int inflight_op, inflight_group;
 static volatile int64_t inflight_seq, inflight_n;
+static volatile int inflight_peer; /* send / receive: the peer's group rank; -1 otherwise */
 static char label_copy[96];
 static char idle_msg[128];
 static int idle_len;
@@ -108,7 +109,14 @@ static int inflight_message(char *b, int cap)
     at = put_str(b, at, cap, groups[inflight_group]);
     at = put_str(b, at, cap, ", ");
     at = put_int(b, at, cap, inflight_n);
-    at = put_str(b, at, cap, " floats)");
+    at = put_str(b, at, cap, " floats");
+    if (inflight_peer >= 0) { /* on the pp group a peer's group rank is its pipeline stage */
+        at = put_str(b, at, cap, inflight_op == MT_OP_SEND ? ", to " : ", from ");
+        at = put_str(b, at, cap, groups[inflight_group]);
+        at = put_str(b, at, cap, " rank ");
+        at = put_int(b, at, cap, inflight_peer);
+    }
+    at = put_str(b, at, cap, ")");
     return at;
 }
 
@@ -313,6 +321,7 @@ static double begin(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int root, int 
     if (collective)
         c->seq[g]++;
     inflight_op = op;
+    inflight_peer = op == MT_OP_SEND || op == MT_OP_RECV ? root : -1;
     inflight_group = g;
     inflight_seq = c->seq[g];
     inflight_n = n;
@@ -498,7 +507,7 @@ static MtRequest *request(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int root
     MT_ASSERT(r, "out of memory");
     double t = begin(c, g, op, n, root, collective);
     inflight = 0; /* posting does not wait; mt_wait does */
-    *r = (MtRequest){.comm = c, .op = op, .group = g, .n = n, .start = t};
+    *r = (MtRequest){.comm = c, .op = op, .group = g, .n = n, .start = t, .peer = root};
     r->bytes = mt_comm_formula_bytes(op, n * (int64_t)sizeof(float), c->gsize[g], op == MT_OP_SEND);
     MT_ASSERT(n <= INT32_MAX, "buffer too large");
     return r;
@@ -641,7 +650,7 @@ static int queued(const MtComm *c, const MtRequest *r)
 
 void mt_wait(MtComm *c, MtRequest *r)
 {
-    begin(c, r->group, r->op, r->n, -1, 0); /* for the watchdog: what this rank waits on */
+    begin(c, r->group, r->op, r->n, r->peer, 0); /* for the watchdog: what this rank waits on */
     if (queued(c, r))
         drain(c, r);
     MPI_Wait(&r->req, MPI_STATUS_IGNORE);

@@ -42,6 +42,8 @@ typedef struct {
     int V;                   /* chunks per rank (interleaved) */
     int stage_layers[MT_MAX_STAGES]; /* blocks per virtual stage (filled by mt_pipe_check) */
     int given;               /* stage_layers came from --stage-layers */
+    int ltr_stage;           /* test hook (MT_TEST_LTR_STAGE): this stage sums its micro-batches left
+                              * to right, an order the equivalence test must catch; -1: none */
 } MtPipeOptions;
 
 typedef struct {
@@ -54,6 +56,7 @@ typedef struct {
     int *freelist, *slot;    /* free set indices; micro-batch -> set */
     float **stash;           /* per set, split schedules: what W needs from B */
     int tstep;               /* position in the tree plan */
+    const MtTreeStep *plan;  /* the canonical plan (or the test hook's left-to-right one) */
 } MtPipeChunk;
 
 typedef struct {
@@ -68,7 +71,7 @@ typedef struct {
     int unit_rank[MT_MAX_LAYERS + 2];   /* owner of each unit */
     int64_t unit_block[MT_MAX_LAYERS + 2]; /* its first norm block in the owner's block list */
     int64_t max_blocks;                 /* most norm blocks any rank owns */
-    MtTreeStep *plan;
+    MtTreeStep *plan, *ltr;
     int nplan;
     float *gbuf[MT_MAX_TREE + 1];       /* 0: tr->grads, d + 1: tree temporary d */
     int ngbuf;

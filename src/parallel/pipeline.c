@@ -127,11 +127,17 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     int64_t VC = (int64_t)cfg->V * cfg->C;
     p->list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&p->sched));
     p->plan = malloc(sizeof(MtTreeStep) * (size_t)(2 * M));
+    p->ltr = malloc(sizeof(MtTreeStep) * (size_t)(2 * M));
     p->leaf_loss = calloc((size_t)M, sizeof(float));
-    if (!p->list || !p->plan || !p->leaf_loss)
+    if (!p->list || !p->plan || !p->ltr || !p->leaf_loss)
         goto oom;
     p->nlist = mt_schedule_build(&p->sched, p->rank, p->list);
     p->nplan = mt_tree_plan(M, p->plan);
+    for (int k = 0; k < M; k++) { /* the test hook's order: ((g0 + g1) + g2) + ... */
+        p->ltr[k ? 2 * k - 1 : 0] = (MtTreeStep){k, k ? 1 : 0, -1};
+        if (k)
+            p->ltr[2 * k] = (MtTreeStep){-1, 0, 1};
+    }
     /* chunks, their spans in the rank's arrays, their activation sets */
     MtActsShape scratch = {0, 0, 0, 0, 0, 1, tc->recompute, 1}; /* with the recompute buffers */
     if (mt_acts_alloc_shape(&p->scratch, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &scratch) != MT_OK)
@@ -145,6 +151,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         ch->hi = tr->unit_hi[ul];
         ch->loff = off;
         ch->skip = ch->embed ? VC : 0; /* the first stage's wte gradient comes whole from the last */
+        ch->plan = ch->stage == o->ltr_stage && M > 1 ? p->ltr : p->plan;
         off += ch->hi - ch->lo;
         for (int u = uf; u <= ul; u++)
             mt_weights_view_unit(cfg, tr->table, tr->nparams, u, tr->params + ch->loff + (tr->unit_lo[u] - ch->lo), &p->w);
@@ -295,6 +302,7 @@ void mt_pipe_free(MtPipe *p)
     free(p->send_req);
     free(p->list);
     free(p->plan);
+    free(p->ltr);
     free(p->leaf_loss);
     free(p->block_sums);
     memset(p, 0, sizeof *p);
@@ -370,10 +378,10 @@ static void add_span(float *dst, const float *src, int64_t n)
 }
 
 /* leaf `mb` is in bufs[plan buf]: run the adds that follow it; returns the new position */
-static int tree_adds(const MtPipe *p, int at, float *const *bufs, int64_t off, int64_t n)
+static int tree_adds(const MtPipe *p, const MtTreeStep *plan, int at, float *const *bufs, int64_t off, int64_t n)
 {
-    for (at++; at < p->nplan && p->plan[at].leaf < 0; at++)
-        add_span(bufs[p->plan[at].buf] + off, bufs[p->plan[at].src] + off, n);
+    for (at++; at < p->nplan && plan[at].leaf < 0; at++)
+        add_span(bufs[plan[at].buf] + off, bufs[plan[at].src] + off, n);
     return at;
 }
 
@@ -402,7 +410,7 @@ static void poll_e(MtPipe *p, int wait)
         const MtTreeStep *ts = &p->plan[p->wtstep];
         MT_ASSERT(ts->leaf == p->e_next, "embedding leaf %d out of order (plan expects %d)", p->e_next, ts->leaf);
         memcpy(p->wbuf[ts->buf], p->hslot[h], sizeof(float) * (size_t)VC);
-        p->wtstep = tree_adds(p, p->wtstep, p->wbuf, 0, VC);
+        p->wtstep = tree_adds(p, p->plan, p->wtstep, p->wbuf, 0, VC);
         p->h_mb[h] = -1;
         p->e_next++;
         wait--;
@@ -472,7 +480,7 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
 {
     const MtTrainer *tr = p->tr;
     const MtConfig *cfg = &tr->tc.cfg;
-    const MtTreeStep *ts = &p->plan[ch->tstep];
+    const MtTreeStep *ts = &ch->plan[ch->tstep];
     MT_ASSERT(ts->leaf == mb, "stage %d: gradient of micro-batch %d out of order (tree expects %d)", ch->stage, mb,
               ts->leaf);
     float *g = p->gbuf[ts->buf];
@@ -490,7 +498,7 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
 
 static void leaf_end(MtPipe *p, MtPipeChunk *ch, int mb)
 {
-    ch->tstep = tree_adds(p, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
+    ch->tstep = tree_adds(p, ch->plan, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
     ch->freelist[ch->nfree++] = ch->slot[mb];
 }
 
