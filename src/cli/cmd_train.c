@@ -564,7 +564,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
             exposed_total += dpp->comm_s;
         if (pp) {
             exposed_total += pp->comm_s;
-            bubble_total += pp->bubble;
+            if (timed > 1) /* the first step faults its memory in */
+                bubble_total += pp->bubble;
         }
         if (a.log_json) { /* this step's figures, before an evaluation adds to them */
             rank_fields(&tr, comm, dpp, pp, fields);
@@ -598,7 +599,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (timed > 0)
         printf("done: %lld steps, %.1f ms/step on average\n", (long long)timed, 1e3 * t_total / timed);
     if (timed > 0 && pp)
-        pipe_summary(pp, bubble_total / timed, 1e3 * exposed_total / timed);
+        pipe_summary(pp, timed > 1 ? bubble_total / (timed - 1) : pp->bubble, 1e3 * exposed_total / timed);
     if (timed > 0 && dpp)
         printf("rank 0: %.1f ms/step inside communication calls during the step (%.1f%% of it, not overlapped)\n",
                1e3 * exposed_total / timed, 100.0 * exposed_total / t_total);

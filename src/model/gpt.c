@@ -301,18 +301,32 @@ void mt_acts_free(MtActs *a, MtMem *mem)
 
 /* ---- forward and backward, unit by unit ---- */
 
+#define POLL(a)                      \
+    do {                             \
+        if ((a)->poll)               \
+            (a)->poll((a)->poll_ctx); \
+    } while (0)
+
 static void block_forward(const MtConfig *cfg, const MtBlockWeights *w, MtActs *a, int l,
                           const float *x)
 {
     int B = a->B, T = a->T, C = cfg->C, N = B * T;
     mt_layernorm_forward(a->ln1[l], a->ln1_mean[l], a->ln1_rstd[l], x, w->ln1w, w->ln1b, N, C);
+    POLL(a);
     mt_matmul_forward(a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, NULL, N, C, 3 * C);
+    POLL(a);
     mt_attention_forward(a->atty[l], a->att[l], a->qkv[l], B, T, C, cfg->NH);
+    POLL(a);
     mt_matmul_forward(a->res2[l], a->atty[l], w->attprojw, w->attprojb, x, N, C, C);
+    POLL(a);
     mt_layernorm_forward(a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], a->res2[l], w->ln2w, w->ln2b, N, C);
+    POLL(a);
     mt_matmul_forward(a->fch[l], a->ln2[l], w->fcw, w->fcb, NULL, N, C, 4 * C);
+    POLL(a);
     mt_gelu_forward(a->fch_gelu[l], a->fch[l], (int64_t)N * 4 * C);
+    POLL(a);
     mt_matmul_forward(a->res3[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, a->res2[l], N, 4 * C, C);
+    POLL(a);
 }
 
 /* On entry a->dres holds the gradient of the block's output; on return, of its input. */
@@ -323,18 +337,26 @@ static void block_backward(const MtConfig *cfg, const MtBlockWeights *w, const M
     /* MLP: res3 = res2 + gelu(ln2 @ fc) @ fcproj */
     mt_matmul_backward(a->dfch, g->fcprojw, g->fcprojb, a->dres, a->fch_gelu[l], w->fcprojw, N,
                        4 * C, C, 0);
+    POLL(a);
     mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * 4 * C);
+    POLL(a);
     mt_matmul_backward(a->dln, g->fcw, g->fcb, a->dfch, a->ln2[l], w->fcw, N, C, 4 * C, 0);
+    POLL(a);
     mt_layernorm_backward(a->dres, g->ln2w, g->ln2b, a->dln, a->res2[l], w->ln2w, a->ln2_mean[l],
                           a->ln2_rstd[l], N, C);
+    POLL(a);
     /* attention: res2 = x + attn(ln1(x)) @ attproj */
     mt_matmul_backward(a->datty, g->attprojw, g->attprojb, a->dres, a->atty[l], w->attprojw, N, C,
                        C, 0);
+    POLL(a);
     mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, C,
                           cfg->NH);
+    POLL(a);
     mt_matmul_backward(a->dln, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * C, 0);
+    POLL(a);
     mt_layernorm_backward(a->dres, g->ln1w, g->ln1b, a->dln, x, w->ln1w, a->ln1_mean[l],
                           a->ln1_rstd[l], N, C);
+    POLL(a);
 }
 
 static void hook(const MtUnitHooks *h, MtUnitEvent ev, int unit)
@@ -346,6 +368,7 @@ static void hook(const MtUnitHooks *h, MtUnitEvent ev, int unit)
 void mt_model_embed_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens)
 {
     mt_encoder_forward(a->encoded, tokens, w->wte, w->wpe, a->B, a->T, cfg->C);
+    POLL(a);
 }
 
 void mt_model_block_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, int l, const float *x)
@@ -358,8 +381,10 @@ double mt_model_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a,
 {
     int N = a->B * a->T, C = cfg->C;
     mt_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, N, C);
+    POLL(a);
     /* logits (N,V) = lnf @ wte^T (tied head) */
     mt_gemm(0, 1, N, cfg->V, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, cfg->V, 0);
+    POLL(a);
     return mt_crossentropy_fused(a->logits, a->losses, targets, N, cfg->V, dscale);
 }
 
@@ -369,9 +394,12 @@ void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWei
     int N = a->B * a->T, C = cfg->C;
     /* dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte */
     mt_gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
+    POLL(a);
     mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
+    POLL(a);
     memset(a->dres, 0, sizeof(float) * (size_t)N * C);
     mt_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+    POLL(a);
 }
 
 /* refills what the recompute mode did not keep of block l's activations (same bits) */
@@ -415,18 +443,26 @@ void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtAc
     recompute(cfg, w, a, l, x);
     memcpy(s_res3, a->dres, sizeof(float) * (size_t)N * C);
     mt_matmul_backward(a->dfch, NULL, NULL, a->dres, a->fch_gelu[l], bw->fcprojw, N, 4 * C, C, 0);
+    POLL(a);
     mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * 4 * C);
+    POLL(a);
     memcpy(s_fch, a->dfch, sizeof(float) * (size_t)N * 4 * C);
     mt_matmul_backward(a->dln, NULL, NULL, a->dfch, a->ln2[l], bw->fcw, N, C, 4 * C, 0);
+    POLL(a);
     memcpy(s_ln2, a->dln, sizeof(float) * (size_t)N * C);
     mt_layernorm_backward(a->dres, NULL, NULL, a->dln, a->res2[l], bw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], N, C);
+    POLL(a);
     memcpy(s_res2, a->dres, sizeof(float) * (size_t)N * C);
     mt_matmul_backward(a->datty, NULL, NULL, a->dres, a->atty[l], bw->attprojw, N, C, C, 0);
+    POLL(a);
     mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, C, cfg->NH);
+    POLL(a);
     memcpy(s_qkv, a->dqkv, sizeof(float) * (size_t)N * 3 * C);
     mt_matmul_backward(a->dln, NULL, NULL, a->dqkv, a->ln1[l], bw->qkvw, N, C, 3 * C, 0);
+    POLL(a);
     memcpy(s_ln1, a->dln, sizeof(float) * (size_t)N * C);
     mt_layernorm_backward(a->dres, NULL, NULL, a->dln, x, bw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], N, C);
+    POLL(a);
 }
 
 void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a, int l,
@@ -440,11 +476,17 @@ void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *w, con
                 *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C,
                 *s_ln1 = s_qkv + (int64_t)N * 3 * C;
     mt_matmul_backward(NULL, bg->fcprojw, bg->fcprojb, s_res3, a->fch_gelu[l], NULL, N, 4 * C, C, 0);
+    POLL(a);
     mt_matmul_backward(NULL, bg->fcw, bg->fcb, s_fch, a->ln2[l], NULL, N, C, 4 * C, 0);
+    POLL(a);
     mt_layernorm_backward(NULL, bg->ln2w, bg->ln2b, s_ln2, a->res2[l], NULL, a->ln2_mean[l], a->ln2_rstd[l], N, C);
+    POLL(a);
     mt_matmul_backward(NULL, bg->attprojw, bg->attprojb, s_res2, a->atty[l], NULL, N, C, C, 0);
+    POLL(a);
     mt_matmul_backward(NULL, bg->qkvw, bg->qkvb, s_qkv, a->ln1[l], NULL, N, C, 3 * C, 0);
+    POLL(a);
     mt_layernorm_backward(NULL, bg->ln1w, bg->ln1b, s_ln1, x, NULL, a->ln1_mean[l], a->ln1_rstd[l], N, C);
+    POLL(a);
 }
 
 void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x, float *stash)

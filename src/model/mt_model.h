@@ -104,6 +104,9 @@ typedef struct {
      * which a block's backward refills by recomputing its forward (or its attention). */
     int recompute, l0, l1;
     float *shared[13];
+    /* called between the kernels of a block (a pipeline progresses its transfers there) */
+    void (*poll)(void *ctx);
+    void *poll_ctx;
 } MtActs;
 
 /* --recompute: none; attn recomputes the attention probabilities (B,NH,T,T) in each

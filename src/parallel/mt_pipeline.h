@@ -88,11 +88,11 @@ typedef struct {
     float *wte, *wte_m, *wte_v, *wbuf[MT_MAX_TREE + 1];
     float **hslot, **eland;
     MtRequest **ereq;
-    int *h_mb, nh, wtstep, e_next, e_due;
+    int *h_mb, *e_posted, nh, wtstep, e_next, e_due;
     float *leaf_loss;
     double *block_sums;                 /* (max_blocks + 1) x P */
     /* this step, for the log */
-    double comm_s, busy_s, t_first, t_last;
+    double comm_s, busy_s, t_first, t_last, progress_s;
     double kind_s[3];                   /* compute seconds of F, B, W */
     int kind_n[3];
     double bubble;                      /* measured (on world rank 0, after mt_pipe_step) */

@@ -61,6 +61,8 @@ void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int ran
 
 /* ---- set-up ---- */
 
+static void poll(void *ctx); /* progresses the step's transfers (below) */
+
 static int64_t nblocks(const MtTrainer *tr, int u)
 {
     return (tr->unit_hi[u] - tr->unit_lo[u] + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
@@ -174,6 +176,8 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
             a->dfch = p->scratch.dfch;
             a->datt_scratch = p->scratch.datt_scratch;
             mt_acts_share(a, &p->scratch);
+            a->poll = poll;
+            a->poll_ctx = p;
             if (mt_schedule_split(o->kind) &&
                 !(ch->stash[i] = alloc_f(p, MT_MEM_ACTS, mt_pipe_stash_floats(p, k))))
                 goto oom;
@@ -208,7 +212,8 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         p->eland = calloc((size_t)p->nh, sizeof(float *));
         p->ereq = calloc((size_t)p->nh, sizeof(MtRequest *));
         p->h_mb = malloc(sizeof(int) * (size_t)p->nh);
-        if (!p->hslot || !p->eland || !p->ereq || !p->h_mb)
+        p->e_posted = calloc((size_t)p->nh, sizeof(int));
+        if (!p->hslot || !p->eland || !p->ereq || !p->h_mb || !p->e_posted)
             goto oom;
         for (int i = 0; i < p->nh; i++)
             if (!(p->hslot[i] = alloc_f(p, MT_MEM_GRADS, VC)) || !(p->eland[i] = alloc_f(p, MT_MEM_OTHER, rows(p))))
@@ -295,6 +300,7 @@ void mt_pipe_free(MtPipe *p)
     free(p->eland);
     free(p->ereq);
     free(p->h_mb);
+    free(p->e_posted);
     free(p->land);
     free(p->land_req);
     free(p->land_key);
@@ -323,6 +329,35 @@ static double clock_in(MtPipe *p, double since)
     return t;
 }
 
+/* whether *r has completed (NULL); waits if `wait`.  A completed request is released. */
+static int req_done(MtPipe *p, MtRequest **r, int wait)
+{
+    if (*r && wait)
+        mt_wait(p->c, *r);
+    else if (*r && !mt_test(p->c, *r))
+        return 0;
+    *r = NULL;
+    return 1;
+}
+
+/* MPI moves a transfer only inside MPI calls (and a large one needs both sides to call):
+ * the compute calls this between blocks, so a peer waiting on us is served within a block. */
+static void progress(MtPipe *p)
+{
+    double t = mt_now();
+    for (int i = 0; i < p->nland; i++)
+        if (p->land_key[i] >= 0)
+            req_done(p, &p->land_req[i], 0);
+    for (int i = 0; i < p->send_next; i++)
+        req_done(p, &p->send_req[i], 0);
+    for (int h = 0; h < p->nh; h++)
+        if (p->h_mb[h] >= 0)
+            req_done(p, &p->ereq[h], 0);
+    p->progress_s += mt_now() - t;
+}
+
+static void poll(void *ctx) { progress(ctx); }
+
 static void post_land(MtPipe *p, const MtAction *a)
 {
     int i = 0;
@@ -334,6 +369,7 @@ static void post_land(MtPipe *p, const MtAction *a)
     p->land_key[i] = key(a);
     p->land_req[i] = mt_irecv(p->c, MT_GROUP_PP, p->land[i], rows(p), from % p->P,
                               tag(a->kind == MT_ACT_RECV_F ? TAG_F : TAG_B, a->mb));
+    progress(p);
     clock_in(p, t);
 }
 
@@ -345,7 +381,7 @@ static int take_land(MtPipe *p, int recv_kind, const MtAction *a)
     for (int i = 0; i < p->nland; i++)
         if (p->land_key[i] == k) {
             double t = mt_now();
-            mt_wait(p->c, p->land_req[i]);
+            req_done(p, &p->land_req[i], 1);
             clock_in(p, t);
             return i;
         }
@@ -360,6 +396,7 @@ static void send(MtPipe *p, MtGroupKind g, int peer, int t, const float *x)
     memcpy(b, x, sizeof(float) * (size_t)rows(p));
     double t0 = mt_now();
     p->send_req[p->send_next++] = mt_isend(p->c, g, b, rows(p), peer, t);
+    progress(p);
     clock_in(p, t0);
 }
 
@@ -396,16 +433,13 @@ static void poll_e(MtPipe *p, int wait)
         int h = 0;
         while (h < p->nh && p->h_mb[h] != p->e_next)
             h++;
-        MT_ASSERT(h < p->nh && p->ereq[h], "micro-batch %d's head gradient is not awaiting its rows", p->e_next);
+        MT_ASSERT(h < p->nh && p->e_posted[h], "micro-batch %d's head gradient is not awaiting its rows", p->e_next);
         double t = mt_now();
-        if (wait > 0)
-            mt_wait(p->c, p->ereq[h]);
-        else if (!mt_test(p->c, p->ereq[h])) {
-            clock_in(p, t);
-            return;
-        }
+        int ok = req_done(p, &p->ereq[h], wait > 0);
         clock_in(p, t);
-        p->ereq[h] = NULL;
+        if (!ok)
+            return;
+        p->e_posted[h] = 0;
         mt_encoder_backward(p->hslot[h], NULL, p->eland[h], tokens_of(p, p->e_next), tc->micro, tc->seq, tc->cfg.C);
         const MtTreeStep *ts = &p->plan[p->wtstep];
         MT_ASSERT(ts->leaf == p->e_next, "embedding leaf %d out of order (plan expects %d)", p->e_next, ts->leaf);
@@ -465,6 +499,7 @@ static void forward(MtPipe *p, const MtAction *a)
     for (int l = ch->l0; l < ch->l1; l++) {
         mt_model_block_forward(&tc->cfg, &p->w, s, l, x);
         x = s->res3[l];
+        progress(p);
     }
     if (ch->head) {
         double step_tokens = (double)tc->batch * tc->seq;
@@ -537,11 +572,14 @@ static void backward(MtPipe *p, const MtAction *a, int split)
         mt_model_head_backward_input(cfg, &p->w, s, xh, stash(p, ch, slot, STASH_HEAD));
     else
         mt_model_head_backward(cfg, &p->w, &gv, s, xh);
-    for (int l = ch->l1 - 1; l >= ch->l0; l--)
+    progress(p);
+    for (int l = ch->l1 - 1; l >= ch->l0; l--) {
         if (split)
             mt_model_block_backward_input(cfg, &p->w, s, l, block_input(ch, s, l), stash(p, ch, slot, l));
         else
             mt_model_block_backward(cfg, &p->w, &gv, s, l, block_input(ch, s, l));
+        progress(p);
+    }
     if (ch->embed && split)
         memcpy(stash(p, ch, slot, STASH_EMBED), s->dres, sizeof(float) * (size_t)rows(p));
     else if (ch->embed) /* wpe here; the token rows go to the last rank (SEND_E) */
@@ -564,8 +602,11 @@ static void weights(MtPipe *p, const MtAction *a)
     if (ch->head)
         mt_model_head_backward_weight(&tc->cfg, &gv, s, ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded,
                                       stash(p, ch, slot, STASH_HEAD));
-    for (int l = ch->l1 - 1; l >= ch->l0; l--)
+    progress(p);
+    for (int l = ch->l1 - 1; l >= ch->l0; l--) {
         mt_model_block_backward_weight(&tc->cfg, &p->w, &gv, s, l, block_input(ch, s, l), stash(p, ch, slot, l));
+        progress(p);
+    }
     if (ch->embed)
         mt_encoder_backward(NULL, gv.wpe, stash(p, ch, slot, STASH_EMBED), tokens_of(p, a->mb), tc->micro, tc->seq,
                             tc->cfg.C);
@@ -609,6 +650,7 @@ static void run(MtPipe *p, const MtAction *a)
         MT_ASSERT(h < p->nh, "no head gradient of micro-batch %d awaits rows", a->mb);
         double t = mt_now();
         p->ereq[h] = mt_irecv(p->c, MT_GROUP_EMBED, p->eland[h], rows(p), 0, tag(TAG_E, a->mb));
+        p->e_posted[h] = 1;
         clock_in(p, t);
         break;
     }
@@ -680,7 +722,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     for (int h = 0; h < p->nh; h++)
         p->h_mb[h] = -1;
     p->wtstep = p->e_next = p->e_due = p->send_next = 0;
-    p->comm_s = p->busy_s = 0.0;
+    p->comm_s = p->busy_s = p->progress_s = 0.0;
     memset(p->kind_s, 0, sizeof p->kind_s);
     memset(p->kind_n, 0, sizeof p->kind_n);
     p->t_first = -1.0;
@@ -692,7 +734,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
               "%d of %d embedding leaves completed", p->e_next, p->o.M);
     double t = mt_now();
     for (int i = 0; i < p->send_next; i++)
-        mt_wait(p->c, p->send_req[i]);
+        req_done(p, &p->send_req[i], 1);
     /* the last rank's wte gradient (H and rows, the whole tree) to the first stage */
     if (p->rank == p->P - 1)
         mt_send(p->c, MT_GROUP_EMBED, p->wbuf[0], VC, 0);
