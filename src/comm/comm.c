@@ -333,22 +333,28 @@ static double begin(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int root, int 
     return t;
 }
 
+/* appends to the trace (when tracing); the trace loses events rather than the run */
+static void add_event(MtComm *c, Event e)
+{
+    if (!c->opt.trace)
+        return;
+    if (c->nevents == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 1024;
+        Event *grown = realloc(c->events, sizeof(Event) * (size_t)cap);
+        if (!grown)
+            return;
+        c->events = grown;
+        c->cap = cap;
+    }
+    c->events[c->nevents++] = e;
+}
+
 static void record(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int64_t bytes, double start)
 {
     double t = now();
     c->bytes[g][op] += bytes;
     c->total[g] += bytes;
-    if (!c->opt.trace)
-        return;
-    if (c->nevents == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 1024;
-        Event *e = realloc(c->events, sizeof(Event) * (size_t)cap);
-        if (!e)
-            return; /* the trace loses events rather than the run */
-        c->events = e;
-        c->cap = cap;
-    }
-    c->events[c->nevents++] = (Event){op, g, n, bytes, start - c->t0, t - c->t0};
+    add_event(c, (Event){op, g, n, bytes, start - c->t0, t - c->t0});
 }
 
 static void end(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int root_or_me, double start)
@@ -684,17 +690,7 @@ double mt_comm_clock(const MtComm *c) { return now() - c->t0; }
 
 void mt_comm_trace_compute(MtComm *c, int kind, int stage, int mb, int64_t step, double start, double end)
 {
-    if (!c->opt.trace)
-        return;
-    if (c->nevents == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 1024;
-        Event *e = realloc(c->events, sizeof(Event) * (size_t)cap);
-        if (!e)
-            return;
-        c->events = e;
-        c->cap = cap;
-    }
-    c->events[c->nevents++] = (Event){COMPUTE_OP + kind, stage, mb, step, start, end};
+    add_event(c, (Event){COMPUTE_OP + kind, stage, mb, step, start, end});
 }
 
 MtStatus mt_comm_write_trace(MtComm *c, const char *path)

@@ -779,16 +779,11 @@ double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin)
 {
     MtTrainer *tr = p->tr;
     const MtTrainConfig *tc = &tr->tc;
-    int T = tc->seq, mb = tc->micro;
+    int T = tc->seq;
     double total = 0.0;
     int64_t done = 0;
     while (done < nwin) {
-        int b = (int)(nwin - done < mb ? nwin - done : mb);
-        for (int k = 0; k < b; k++) {
-            int64_t s = (done + k) * T;
-            memcpy(tr->inputs + (int64_t)k * T, data->tok + s, sizeof(int32_t) * T);
-            memcpy(tr->targets + (int64_t)k * T, data->tok + s + 1, sizeof(int32_t) * T);
-        }
+        int b = mt_trainer_windows(tr, data, done, nwin);
         int64_t n = (int64_t)b * T * tc->cfg.C;
         for (int stage = p->rank; stage < p->S; stage += p->P) {
             MtPipeChunk *ch = &p->ch[stage / p->P];

@@ -337,6 +337,21 @@ static MtStatus sim_error(MtSimResult *res, const char *what, int rank, const Mt
     return mt_error(MT_EINPUT, "schedule simulation: %s", res->error);
 }
 
+/* The input of a compute action from a neighbouring stage: with P > 1 a receive must have
+ * been posted on this rank (-1: a violation) and the peer's send issued (0: blocked);
+ * with P = 1 the producing action must have run.  1: ready, *start moved past it. */
+static int input_ready(int P, int posted, double sent, double local_done, double *start)
+{
+    if (P > 1 && !posted)
+        return -1;
+    double ready = P > 1 ? sent : local_done;
+    if (ready < 0)
+        return 0;
+    if (ready > *start)
+        *start = ready;
+    return 1;
+}
+
 /* want_e: the lists include the embedding's E actions (all but mt_schedule_build's own drafts) */
 static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs, int want_e,
                          MtSimResult *res)
@@ -396,18 +411,14 @@ static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int 
                         st = sim_error(res, "a forward run twice", r, a);
                         break;
                     }
-                    if (a->stage > 0) {
-                        size_t up = i - M; /* (stage - 1, mb) */
-                        if (P > 1 && !posted[i * 2]) {
+                    if (a->stage > 0) { /* from (stage - 1, mb) */
+                        int in = input_ready(P, posted[i * 2], sent_f[i - M], t_f[i - M], &start);
+                        if (in < 0)
                             st = sim_error(res, "a forward whose input was never received", r, a);
+                        if (in <= 0) {
+                            blocked = in == 0;
                             break;
                         }
-                        double ready = P > 1 ? sent_f[up] : t_f[up];
-                        if (ready < 0) {
-                            blocked = 1;
-                            break;
-                        }
-                        start = ready > start ? ready : start;
                     }
                     cost = costs.f;
                     t_f[i] = start + cost;
@@ -420,18 +431,14 @@ static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int 
                         st = sim_error(res, t_b[i] >= 0 ? "a backward run twice" : "a backward before its forward", r, a);
                         break;
                     }
-                    if (a->stage < S - 1) {
-                        size_t down = i + M;
-                        if (P > 1 && !posted[i * 2 + 1]) {
+                    if (a->stage < S - 1) { /* from (stage + 1, mb) */
+                        int in = input_ready(P, posted[i * 2 + 1], sent_b[i + M], t_b[i + M], &start);
+                        if (in < 0)
                             st = sim_error(res, "a backward whose gradient was never received", r, a);
+                        if (in <= 0) {
+                            blocked = in == 0;
                             break;
                         }
-                        double ready = P > 1 ? sent_b[down] : t_b[down];
-                        if (ready < 0) {
-                            blocked = 1;
-                            break;
-                        }
-                        start = ready > start ? ready : start;
                     }
                     cost = split ? costs.b : costs.b + costs.w;
                     t_b[i] = start + cost;

@@ -86,6 +86,9 @@ float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, cons
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st);
 /* Fetches the step's batch from data and runs forward_backward + update. */
 void mt_trainer_step(MtTrainer *tr, const MtTokens *data, MtStepStats *st);
+/* Windows done.. of nwin (at most a micro-batch of them) into tr->inputs / tr->targets:
+ * inputs tok[iT..iT+T-1], targets one further; returns how many. */
+int mt_trainer_windows(MtTrainer *tr, const MtTokens *data, int64_t done, int64_t nwin);
 /* Mean loss over windows i = 0..nwin-1 (inputs tok[iT..iT+T-1]), micro-batch-sized. */
 double mt_trainer_eval(MtTrainer *tr, const MtTokens *data, int64_t nwin);
 

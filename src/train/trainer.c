@@ -226,19 +226,25 @@ void mt_trainer_step(MtTrainer *tr, const MtTokens *data, MtStepStats *st)
     mt_trainer_update(tr, st);
 }
 
+int mt_trainer_windows(MtTrainer *tr, const MtTokens *data, int64_t done, int64_t nwin)
+{
+    int T = tr->tc.seq, b = (int)(nwin - done < tr->tc.micro ? nwin - done : tr->tc.micro);
+    for (int k = 0; k < b; k++) {
+        int64_t s = (done + k) * T;
+        memcpy(tr->inputs + (int64_t)k * T, data->tok + s, sizeof(int32_t) * T);
+        memcpy(tr->targets + (int64_t)k * T, data->tok + s + 1, sizeof(int32_t) * T);
+    }
+    return b;
+}
+
 double mt_trainer_eval(MtTrainer *tr, const MtTokens *data, int64_t nwin)
 {
     const MtTrainConfig *tc = &tr->tc;
-    int T = tc->seq, mb = tc->micro;
+    int T = tc->seq;
     double total = 0.0;
     int64_t done = 0;
     while (done < nwin) {
-        int b = (int)(nwin - done < mb ? nwin - done : mb);
-        for (int k = 0; k < b; k++) {
-            int64_t s = (done + k) * T;
-            memcpy(tr->inputs + (int64_t)k * T, data->tok + s, sizeof(int32_t) * T);
-            memcpy(tr->targets + (int64_t)k * T, data->tok + s + 1, sizeof(int32_t) * T);
-        }
+        int b = mt_trainer_windows(tr, data, done, nwin);
         MtActs a = tr->acts; /* same buffers, fewer rows */
         a.B = b;
         total += mt_model_forward(&tc->cfg, &tr->w, &a, tr->inputs, tr->targets, 0.0f, &tr->hooks);
