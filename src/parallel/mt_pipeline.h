@@ -91,6 +91,7 @@ typedef struct {
     int *h_mb, *e_posted, nh, wtstep, e_next, e_due;
     float *leaf_loss;
     double *block_sums;                 /* (max_blocks + 1) x P */
+    int64_t *rank_times;                /* the ranks' compute time and span, gathered */
     /* this step, for the log */
     double comm_s, busy_s, t_first, t_last, progress_s;
     double kind_s[3];                   /* compute seconds of F, B, W */

@@ -253,7 +253,8 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         p->max_blocks = at > p->max_blocks ? at : p->max_blocks;
     }
     p->block_sums = malloc(sizeof(double) * (size_t)(p->max_blocks + 1) * p->P);
-    if (!p->block_sums)
+    p->rank_times = malloc(sizeof(int64_t) * 3 * (size_t)mt_comm_size(c));
+    if (!p->block_sums || !p->rank_times)
         goto oom;
     return MT_OK;
 oom:
@@ -311,6 +312,7 @@ void mt_pipe_free(MtPipe *p)
     free(p->ltr);
     free(p->leaf_loss);
     free(p->block_sums);
+    free(p->rank_times);
     memset(p, 0, sizeof *p);
 }
 
@@ -758,8 +760,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     st->lr = lr;
     /* measured bubble: idle share of the span of the step's compute, over all ranks */
     int64_t mine[3] = {(int64_t)(p->busy_s * 1e6), (int64_t)(p->t_first * 1e6), (int64_t)(p->t_last * 1e6)};
-    int64_t *all = malloc(sizeof(int64_t) * 3 * (size_t)mt_comm_size(p->c));
-    MT_ASSERT(all, "out of memory");
+    int64_t *all = p->rank_times;
     mt_comm_gather_i64(p->c, mine, 3, all);
     if (mt_comm_rank(p->c) == 0) {
         int64_t lo = all[1], hi = all[2], b = 0;
@@ -770,7 +771,6 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
         }
         p->bubble = hi > lo ? 1.0 - (double)b / ((double)p->P * (double)(hi - lo)) : 0.0;
     }
-    free(all);
 }
 
 /* ---- evaluation, checkpoints ---- */
