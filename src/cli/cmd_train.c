@@ -177,20 +177,38 @@ static MtStatus load_data(const char *dir, const char *name, int required, MtTok
     return mt_tokens_read(path, t);
 }
 
+/* Every rank's resident memory grew by at most this while saving or loading (a pipeline's
+ * claim: its stages plus one tensor in flight); rank 0 prints them. */
+static void rss_report(MtComm *c, const char *what, int64_t before)
+{
+    int64_t grew = mt_mem_rss_peak() - before, *all = malloc(sizeof(int64_t) * (size_t)mt_comm_size(c));
+    MT_ASSERT(all, "out of memory");
+    mt_comm_gather_i64(c, &grew, 1, all);
+    if (mt_comm_rank(c) == 0) {
+        printf("%s: resident memory grew by", what);
+        for (int r = 0; r < mt_comm_size(c); r++)
+            printf(" %lld", (long long)all[r] / 1024);
+        printf(" KiB on ranks 0..%d\n", mt_comm_size(c) - 1);
+    }
+    free(all);
+}
+
 /* Saves a checkpoint; with sharded state every rank first gathers the whole arrays
- * (collective), then rank 0 writes.  Returns 0 or the exit status. */
+ * (collective), then rank 0 writes; a pipeline streams its stages' tensors to rank 0.
+ * Returns 0 or the exit status. */
 static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, const char *dir, int root)
 {
     const MtTrainConfig *tc = &tr->tc;
     float *P = tr->params, *M = tr->m, *V = tr->v, *full = NULL;
-    if (pp) { /* the stages' parts meet on rank 0 */
-        full = root ? malloc(3 * sizeof(float) * (size_t)tr->nfloats) : NULL;
-        MT_ASSERT(full || !root, "no memory to gather the checkpoint");
-        P = full;
-        M = full ? full + tr->nfloats : NULL;
-        V = full ? full + 2 * tr->nfloats : NULL;
-        mt_pipe_gather_state(pp, P, M, V);
-    } else if (dp && dp->o.zero > 0) {
+    MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro, .seq = tc->seq,
+                       .oc = tc->oc};
+    if (pp) {
+        int64_t before = mt_mem_rss_mark();
+        MtStatus s = mt_pipe_save(pp, dir, &ts);
+        rss_report(pp->c, "checkpoint save", before);
+        return s == MT_OK ? 0 : root ? mt_cli_fail(s) : 1;
+    }
+    if (dp && dp->o.zero > 0) {
         full = malloc(3 * sizeof(float) * (size_t)tr->nfloats);
         MT_ASSERT(full, "no memory to gather the checkpoint");
         P = full;
@@ -199,11 +217,8 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, const char *dir, int root)
         mt_dp_gather_state(dp, P, M, V);
     }
     MtStatus s = MT_OK;
-    if (root) {
-        MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro,
-                           .seq = tc->seq, .oc = tc->oc};
+    if (root)
         s = mt_ckpt_save(dir, &tc->cfg, tr->table, tr->nparams, P, M, V, &ts);
-    }
     free(full);
     return s == MT_OK ? 0 : mt_cli_fail(s);
 }
@@ -491,18 +506,24 @@ int mt_cmd_train(int full_argc, char **full_argv)
         }
         dpp = &dpe;
     }
-    if (a.resume) {
-        /* the checkpoint is whole; a sharded rank or a stage reads it all and keeps its part */
-        int sharded = (dpp && a.zero > 0) || pp;
+    if (a.resume && pp) { /* each stage reads its own tensors only */
+        int64_t before = mt_mem_rss_mark();
+        if ((s = mt_pipe_load(pp, a.resume)) != MT_OK) {
+            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
+            goto out_trainer;
+        }
+        rss_report(comm, "checkpoint load", before);
+        tr.step = rs.step;
+    } else if (a.resume) {
+        /* the checkpoint is whole; a sharded rank reads it all and keeps its chunks */
+        int sharded = dpp && a.zero > 0;
         float *full = sharded ? malloc(3 * sizeof(float) * (size_t)tr.nfloats) : NULL;
         float *P = full ? full : tr.params, *Mm = full ? full + tr.nfloats : tr.m, *V = full ? full + 2 * tr.nfloats : tr.v;
         if (sharded && !full)
             s = mt_error(MT_ENOMEM, "no memory to read %s", a.resume);
         else if ((s = mt_ckpt_load_params(a.resume, tr.table, tr.nparams, P)) == MT_OK)
             s = mt_ckpt_load_moments(a.resume, tr.table, tr.nparams, Mm, V);
-        if (s == MT_OK && pp)
-            mt_pipe_scatter_state(pp, P, Mm, V);
-        else if (s == MT_OK && sharded)
+        if (s == MT_OK && sharded)
             mt_dp_scatter_state(dpp, P, Mm, V);
         free(full);
         if (s != MT_OK) {

@@ -1,6 +1,7 @@
 /* mem.c - categorised, aligned, pre-touched allocations with accounting. */
 #include "mt_mem.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -64,3 +65,32 @@ const char *mt_mem_cat_name(MtMemCat cat)
     static const char *names[MT_MEM_NCAT] = {"params", "grads", "optimizer", "activations", "other"};
     return cat < MT_MEM_NCAT ? names[cat] : "?";
 }
+
+/* a "Vm...:   N kB" line of /proc/self/status, in bytes; -1 if unknown */
+static int64_t status_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int64_t v = -1;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, n) == 0) {
+            v = strtoll(line + n + 1, NULL, 10) * 1024;
+            break;
+        }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+int64_t mt_mem_rss_mark(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f); /* resets the peak resident size to the current one */
+        fclose(f);
+    }
+    return status_kb("VmRSS");
+}
+
+int64_t mt_mem_rss_peak(void) { return status_kb("VmHWM"); }

@@ -43,4 +43,9 @@ void mt_mem_reset_peaks(MtMem *mem);
 void mt_mem_set_fail_after(MtMem *mem, int64_t n);
 const char *mt_mem_cat_name(MtMemCat cat);
 
+/* The process's resident bytes now, with its peak reset to it (Linux); then the peak since.
+ * For claims about everything a phase holds, the allocator's categories or not. -1: unknown. */
+int64_t mt_mem_rss_mark(void);
+int64_t mt_mem_rss_peak(void);
+
 #endif

@@ -75,37 +75,85 @@ static MtStatus get_num(const MtJson *obj, const char *key, const char *path, fl
     return MT_OK;
 }
 
-static MtStatus write_tensors(const char *path, const char *prefix, const MtParam *table, int n,
-                              const float *base)
+/* one safetensors file of the checkpoint: the model's tensors (which 0) or the moments
+ * (exp_avg.* then exp_avg_sq.*: which 1 and 2), data fetched tensor by tensor */
+typedef struct {
+    MtCkptFetch fetch;
+    void *ctx;
+    int which, nparams;
+} FileFetch;
+
+static const float *file_fetch(void *c, int i)
 {
+    const FileFetch *f = c;
+    return f->fetch(f->ctx, f->which + i / f->nparams, i % f->nparams);
+}
+
+static MtStatus write_file(const char *path, const MtParam *table, int nparams, int moments, MtCkptFetch fetch,
+                           void *ctx)
+{
+    int n = moments ? 2 * nparams : nparams;
     MtStEntry *e = calloc((size_t)n, sizeof *e);
     char(*names)[MT_NAME_MAX + 16] = calloc((size_t)n, sizeof *names);
+    FileFetch f = {fetch, ctx, moments ? 1 : 0, nparams};
     if (!e || !names) {
         free(e);
         free(names);
+        for (int i = 0; i < n; i++) /* peers that send their tensors stay in step */
+            file_fetch(&f, i);
         return mt_error(MT_ENOMEM, "out of memory writing %s", path);
     }
     for (int i = 0; i < n; i++) {
-        snprintf(names[i], sizeof names[i], "%s%s", prefix, table[i].name);
+        const MtParam *t = &table[i % nparams];
+        snprintf(names[i], sizeof names[i], "%s%s", !moments ? "" : i < nparams ? "exp_avg." : "exp_avg_sq.", t->name);
         e[i].name = names[i];
-        e[i].ndim = table[i].ndim;
-        e[i].shape[0] = table[i].shape[0];
-        e[i].shape[1] = table[i].shape[1];
-        e[i].data = base + table[i].offset;
+        e[i].ndim = t->ndim;
+        e[i].shape[0] = t->shape[0];
+        e[i].shape[1] = t->shape[1];
     }
     const char *meta[] = {"format", "pt"};
-    MtStatus s = mt_st_write(path, e, n, meta, 1);
+    MtStatus s = mt_st_write_fetch(path, e, n, meta, 1, file_fetch, &f);
     free(e);
     free(names);
     return s;
 }
 
+/* what a failed save has not asked for yet, asked for (and dropped) in order */
+static void drain(MtCkptFetch fetch, void *ctx, int nparams, int from_which, int last_which)
+{
+    for (int w = from_which; w <= last_which; w++)
+        for (int p = 0; p < nparams; p++)
+            fetch(ctx, w, p);
+}
+
+typedef struct {
+    const float *a[3];
+    const MtParam *table;
+} Arrays;
+
+static const float *array_fetch(void *ctx, int which, int p)
+{
+    const Arrays *x = ctx;
+    return x->a[which] + x->table[p].offset;
+}
+
 MtStatus mt_ckpt_save(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams,
                       const float *params, const float *m, const float *v, const MtTrainState *ts)
 {
+    Arrays x = {{params, m, v}, table};
+    return mt_ckpt_save_fetch(dir, cfg, table, nparams, m && v && ts, array_fetch, &x, ts);
+}
+
+MtStatus mt_ckpt_save_fetch(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams, int moments,
+                            MtCkptFetch fetch, void *ctx, const MtTrainState *ts)
+{
     char tmp[4096], path[4200];
-    MT_TRY(mt_dir_stage(dir, tmp, sizeof tmp));
-    MtStatus s;
+    int last = moments ? 2 : 0, next = 0; /* the first kind of tensor not yet asked for */
+    MtStatus s = mt_dir_stage(dir, tmp, sizeof tmp);
+    if (s != MT_OK) {
+        drain(fetch, ctx, nparams, 0, last);
+        return s;
+    }
     MtBuf b;
     mt_buf_init(&b);
     mt_buf_printf(&b,
@@ -122,37 +170,14 @@ MtStatus mt_ckpt_save(const char *dir, const MtConfig *cfg, const MtParam *table
     if (s != MT_OK)
         goto fail;
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-    if ((s = write_tensors(path, "", table, nparams, params)) != MT_OK)
+    s = write_file(path, table, nparams, 0, fetch, ctx);
+    next = 1;
+    if (s != MT_OK)
         goto fail;
-    if (m && v && ts) {
-        int n2 = 2 * nparams;
-        MtParam *t2 = calloc((size_t)n2, sizeof *t2);
-        float *both = NULL;
-        if (!t2) {
-            s = mt_error(MT_ENOMEM, "out of memory saving the optimizer");
-            goto fail;
-        }
-        /* a table for [m | v] laid out back to back, names prefixed */
-        int64_t total = table[nparams - 1].offset + table[nparams - 1].numel;
-        both = malloc(sizeof(float) * (size_t)(2 * total));
-        if (!both) {
-            free(t2);
-            s = mt_error(MT_ENOMEM, "out of memory saving the optimizer");
-            goto fail;
-        }
-        memcpy(both, m, sizeof(float) * (size_t)total);
-        memcpy(both + total, v, sizeof(float) * (size_t)total);
-        for (int i = 0; i < nparams; i++) {
-            t2[i] = table[i];
-            t2[nparams + i] = table[i];
-            snprintf(t2[i].name, sizeof t2[i].name, "exp_avg.%.50s", table[i].name);
-            snprintf(t2[nparams + i].name, sizeof t2[i].name, "exp_avg_sq.%.47s", table[i].name);
-            t2[nparams + i].offset += total;
-        }
+    if (moments) {
         snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
-        s = write_tensors(path, "", t2, n2, both);
-        free(t2);
-        free(both);
+        s = write_file(path, table, nparams, 1, fetch, ctx);
+        next = 3;
         if (s != MT_OK)
             goto fail;
         const MtOptimConfig *o = &ts->oc;
@@ -179,6 +204,7 @@ fail:
     {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", mt_error_msg());
+        drain(fetch, ctx, nparams, next, last);
         mt_dir_remove(tmp);
         return mt_error(s, "saving checkpoint %s: %s", dir, msg);
     }
@@ -207,11 +233,13 @@ MtStatus mt_ckpt_read_config(const char *dir, MtConfig *cfg)
     return s == MT_OK ? s : mt_error_prefix(s, "%s", path);
 }
 
-static MtStatus load_tensors(const char *path, const char *prefix, const MtParam *table, int n,
-                             float *base)
+/* Checks every tensor of the table (prefixed) against the file, and reads the flat range
+ * [lo, hi) of them into base (element 0 = flat lo); the rest of the file is not read. */
+static MtStatus load_tensors(const char *path, const char *prefix, const MtParam *table, int n, int64_t lo,
+                             int64_t hi, float *base)
 {
     MtStFile f;
-    MT_TRY(mt_st_open(path, &f));
+    MT_TRY(mt_st_open_lazy(path, &f));
     MtStatus s = MT_OK;
     for (int i = 0; i < n && s == MT_OK; i++) {
         char name[MT_NAME_MAX + 16];
@@ -232,7 +260,10 @@ static MtStatus load_tensors(const char *path, const char *prefix, const MtParam
                          table[i].ndim > 1 ? (long long)table[i].shape[1] : 0LL);
             break;
         }
-        memcpy(base + table[i].offset, mt_st_f32(&f, t), sizeof(float) * (size_t)table[i].numel);
+        int64_t a = table[i].offset > lo ? table[i].offset : lo;
+        int64_t b = table[i].offset + table[i].numel < hi ? table[i].offset + table[i].numel : hi;
+        if (a < b)
+            s = mt_st_read(&f, t, a - table[i].offset, b - a, base + (a - lo));
     }
     if (s == MT_OK && f.ntensors != n && prefix[0] == 0)
         s = mt_error(MT_EINPUT, "%s: holds %d tensors, the model has %d", path, f.ntensors, n);
@@ -240,11 +271,26 @@ static MtStatus load_tensors(const char *path, const char *prefix, const MtParam
     return s;
 }
 
-MtStatus mt_ckpt_load_params(const char *dir, const MtParam *table, int nparams, float *params)
+static int64_t table_end(const MtParam *table, int n) { return table[n - 1].offset + table[n - 1].numel; }
+
+MtStatus mt_ckpt_load_range(const char *dir, const MtParam *table, int nparams, int64_t lo, int64_t hi,
+                            float *params, float *m, float *v)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    return load_tensors(path, "", table, nparams, params);
+    if (params)
+        MT_TRY(load_tensors(path, "", table, nparams, lo, hi, params));
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    if (m)
+        MT_TRY(load_tensors(path, "exp_avg.", table, nparams, lo, hi, m));
+    if (v)
+        MT_TRY(load_tensors(path, "exp_avg_sq.", table, nparams, lo, hi, v));
+    return MT_OK;
+}
+
+MtStatus mt_ckpt_load_params(const char *dir, const MtParam *table, int nparams, float *params)
+{
+    return mt_ckpt_load_range(dir, table, nparams, 0, table_end(table, nparams), params, NULL, NULL);
 }
 
 MtStatus mt_ckpt_read_state(const char *dir, MtTrainState *ts)
@@ -280,8 +326,5 @@ MtStatus mt_ckpt_read_state(const char *dir, MtTrainState *ts)
 
 MtStatus mt_ckpt_load_moments(const char *dir, const MtParam *table, int nparams, float *m, float *v)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-    MT_TRY(load_tensors(path, "exp_avg.", table, nparams, m));
-    return load_tensors(path, "exp_avg_sq.", table, nparams, v);
+    return mt_ckpt_load_range(dir, table, nparams, 0, table_end(table, nparams), NULL, m, v);
 }

@@ -45,12 +45,20 @@ typedef struct {
     unsigned char *buf;   /* the data section */
     size_t buf_len;
     MtJson *meta;         /* the __metadata__ object, or NULL */
+    int fd;               /* lazily opened: the open file + 1 (0: none) */
+    int64_t data_off;     /* where the data section starts in the file */
 } MtStFile;
 
 /* Reads and validates the whole file into `f` (owned by the caller: mt_st_close).
  * Failure: MT_EINPUT ("cannot open <path>: ..." or "<path>: <problem>") or
  * MT_ENOMEM; `f` is left empty and may be closed. */
 MtStatus mt_st_open(const char *path, MtStFile *f);
+/* The same validation, without reading the data section: tensors are read with
+ * mt_st_read (a rank that needs only some of them holds only those). */
+MtStatus mt_st_open_lazy(const char *path, MtStFile *f);
+/* Elements [first, first + count) of tensor t into dst (any open file).  MT_EINPUT if the
+ * file cannot be read. */
+MtStatus mt_st_read(const MtStFile *f, const MtStTensor *t, int64_t first, int64_t count, float *dst);
 /* The tensor named `name`, or NULL.  Linear search. */
 const MtStTensor *mt_st_find(const MtStFile *f, const char *name);
 /* The tensor's numel floats, pointing into f->buf (valid until mt_st_close). */
@@ -76,5 +84,10 @@ typedef struct {
  * names, bad shapes), MT_EIO for a failed write (the partial file is removed),
  * MT_ENOMEM. */
 MtStatus mt_st_write(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta);
+/* The same with the data of tensor i asked for in file order, fetch(ctx, i) (valid until
+ * the next call; entries' data unused): a writer that never holds all tensors at once.
+ * fetch is called exactly once for every i, in order, even when writing fails. */
+MtStatus mt_st_write_fetch(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta,
+                           const float *(*fetch)(void *ctx, int i), void *ctx);
 
 #endif

@@ -218,7 +218,7 @@ static MtStatus parse_header(const char *path, MtJson *root, int64_t data_len, M
     return MT_OK;
 }
 
-MtStatus mt_st_open(const char *path, MtStFile *f)
+static MtStatus open_file(const char *path, MtStFile *f, int lazy)
 {
     memset(f, 0, sizeof *f);
     MtStFile r = {0};
@@ -272,8 +272,18 @@ MtStatus mt_st_open(const char *path, MtStFile *f)
     int64_t data_len = size - 8 - (int64_t)hlen;
     if ((st = parse_header(path, root, data_len, &r)) != MT_OK)
         goto done;
-    /* Everything is validated: only now allocate the data section. */
+    /* Everything is validated: only now allocate the data section (or keep the file open) */
     r.buf_len = (size_t)data_len;
+    r.data_off = 8 + (int64_t)hlen;
+    if (lazy) {
+        if (!(r.path = dup_str(path))) {
+            st = mt_error(MT_ENOMEM, "%s: out of memory", path);
+            goto done;
+        }
+        r.fd = fd + 1;
+        fd = -1; /* kept: mt_st_read reads from it */
+        goto done;
+    }
     if (!(r.buf = malloc(r.buf_len ? r.buf_len : 1)) || !(r.path = dup_str(path))) {
         st = mt_error(MT_ENOMEM, "%s: out of memory for %lld bytes of data", path, (long long)data_len);
         goto done;
@@ -285,7 +295,8 @@ MtStatus mt_st_open(const char *path, MtStFile *f)
 read_error:
     st = mt_error(MT_EINPUT, "%s: read failed: %s", path, errno ? strerror(errno) : "file shrank while reading");
 done:
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     free(header);
     mt_json_free(root);
     if (st != MT_OK)
@@ -303,7 +314,27 @@ const MtStTensor *mt_st_find(const MtStFile *f, const char *name)
     return NULL;
 }
 
+MtStatus mt_st_open(const char *path, MtStFile *f) { return open_file(path, f, 0); }
+
+MtStatus mt_st_open_lazy(const char *path, MtStFile *f) { return open_file(path, f, 1); }
+
 const float *mt_st_f32(const MtStFile *f, const MtStTensor *t) { return (const float *)(f->buf + t->begin); }
+
+MtStatus mt_st_read(const MtStFile *f, const MtStTensor *t, int64_t first, int64_t count, float *dst)
+{
+    MT_ASSERT(first >= 0 && count >= 0 && first + count <= t->numel, "reading [%lld, %lld) of a tensor of %lld",
+              (long long)first, (long long)(first + count), (long long)t->numel);
+    if (count == 0)
+        return MT_OK;
+    int64_t at = t->begin + 4 * first;
+    if (f->buf) {
+        memcpy(dst, f->buf + at, sizeof(float) * (size_t)count);
+        return MT_OK;
+    }
+    if (f->fd <= 0 || read_full(f->fd - 1, dst, sizeof(float) * (size_t)count, (off_t)(f->data_off + at)) != 0)
+        return mt_error(MT_EINPUT, "%s: read failed: %s", f->path, errno ? strerror(errno) : "file shrank while reading");
+    return MT_OK;
+}
 
 const char *mt_st_meta(const MtStFile *f, const char *key) { return mt_json_str(mt_json_get(f->meta, key)); }
 
@@ -316,12 +347,16 @@ void mt_st_close(MtStFile *f)
     free(f->buf);
     free(f->path);
     mt_json_free(f->meta);
+    if (f->fd > 0)
+        close(f->fd - 1);
     memset(f, 0, sizeof *f);
 }
 
 /* ---- writer */
 
-static MtStatus check_entries(const char *path, const MtStEntry *e, int n, const char *const *kv, int nmeta)
+/* need_data: the entries carry their data (mt_st_write), else it is fetched */
+static MtStatus check_entries(const char *path, const MtStEntry *e, int n, const char *const *kv, int nmeta,
+                              int need_data)
 {
     char nm[72];
     if (n < 0 || nmeta < 0 || (nmeta > 0 && !kv) || (n > 0 && !e))
@@ -345,7 +380,7 @@ static MtStatus check_entries(const char *path, const MtStEntry *e, int n, const
                                 printable(nm, e[i].name), d, (long long)s);
             numel *= s;
         }
-        if (numel > 0 && !e[i].data)
+        if (need_data && numel > 0 && !e[i].data)
             return mt_error(MT_EINPUT, "writing %s: tensor \"%s\": no data", path, printable(nm, e[i].name));
     }
     for (int i = 0; i < nmeta; i++) {
@@ -366,9 +401,29 @@ static int64_t entry_bytes(const MtStEntry *e)
     return numel * 4;
 }
 
+static const float *entry_data(void *ctx, int i) { return ((const MtStEntry *)ctx)[i].data; }
+
 MtStatus mt_st_write(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta)
 {
-    MT_TRY(check_entries(path, e, n, meta_kv, nmeta));
+    MT_TRY(check_entries(path, e, n, meta_kv, nmeta, 1));
+    return mt_st_write_fetch(path, e, n, meta_kv, nmeta, entry_data, (void *)e);
+}
+
+/* asks for every tensor still due, in order, discarding it (peers that send stay in step) */
+static void drain(int from, int n, const float *(*fetch)(void *, int), void *ctx)
+{
+    for (int i = from; i < n; i++)
+        fetch(ctx, i);
+}
+
+MtStatus mt_st_write_fetch(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta,
+                           const float *(*fetch)(void *ctx, int i), void *ctx)
+{
+    MtStatus cs = check_entries(path, e, n, meta_kv, nmeta, 0);
+    if (cs != MT_OK) {
+        drain(0, n, fetch, ctx);
+        return cs;
+    }
     MtBuf h;
     mt_buf_init(&h);
     mt_buf_printf(&h, "{");
@@ -398,10 +453,12 @@ MtStatus mt_st_write(const char *path, const MtStEntry *e, int n, const char *co
         mt_buf_printf(&h, " ");
     if (h.failed) {
         mt_buf_free(&h);
+        drain(0, n, fetch, ctx);
         return mt_error(MT_ENOMEM, "writing %s: out of memory for the header", path);
     }
     if (h.len > MT_ST_MAX_HEADER) {
         mt_buf_free(&h);
+        drain(0, n, fetch, ctx);
         return mt_error(MT_EINPUT, "writing %s: header of %zu bytes is over the %d-byte limit", path, h.len,
                         MT_ST_MAX_HEADER);
     }
@@ -411,14 +468,18 @@ MtStatus mt_st_write(const char *path, const MtStEntry *e, int n, const char *co
         lenbuf[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
     FILE *fp = fopen(path, "wb");
     if (!fp) {
+        int err = errno;
         mt_buf_free(&h);
-        return mt_error(MT_EIO, "cannot create %s: %s", path, strerror(errno));
+        drain(0, n, fetch, ctx);
+        return mt_error(MT_EIO, "cannot create %s: %s", path, strerror(err));
     }
-    int ok = fwrite(lenbuf, 1, 8, fp) == 8 && fwrite(h.data, 1, h.len, fp) == h.len;
-    for (int i = 0; ok && i < n; i++) {
+    int ok = fwrite(lenbuf, 1, 8, fp) == 8 && fwrite(h.data, 1, h.len, fp) == h.len, i = 0;
+    for (; ok && i < n; i++) {
         size_t bytes = (size_t)entry_bytes(&e[i]);
-        ok = bytes == 0 || fwrite(e[i].data, 1, bytes, fp) == bytes;
+        const float *d = fetch(ctx, i);
+        ok = bytes == 0 || fwrite(d, 1, bytes, fp) == bytes;
     }
+    drain(i, n, fetch, ctx);
     ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
     int err = errno;
     if (fclose(fp) != 0 && ok) {

@@ -30,6 +30,7 @@
 #ifndef MT_PIPELINE_H
 #define MT_PIPELINE_H
 
+#include "mt_checkpoint.h"
 #include "mt_comm.h"
 #include "mt_schedule.h"
 #include "mt_train.h"
@@ -111,11 +112,13 @@ void mt_pipe_free(MtPipe *p);
 void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st);
 /* Mean validation loss over nwin windows, forward through the stages; every rank gets it. */
 double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin);
-/* Whole parameter and moment arrays (tr->nfloats) on world rank 0 (others pass NULL);
- * collective over the pp group. */
-void mt_pipe_gather_state(MtPipe *p, float *params, float *m, float *v);
-/* This rank's parts from whole arrays (a loaded checkpoint). */
-void mt_pipe_scatter_state(MtPipe *p, const float *params, const float *m, const float *v);
+/* Saves the single-device checkpoint: rank 0 writes both files tensor by tensor, taking
+ * each from its owner (one tensor in flight); collective over the pp group; every rank
+ * returns rank 0's verdict. */
+MtStatus mt_pipe_save(MtPipe *p, const char *dir, const MtTrainState *ts);
+/* Reads this rank's parts (its stages; the last rank also the wte replica) of a
+ * checkpoint of any layout, and nothing else. */
+MtStatus mt_pipe_load(MtPipe *p, const char *dir);
 /* Activation floats of one set of chunk c, and of its stash for W (split schedules). */
 int64_t mt_pipe_set_floats(const MtPipe *p, int c);
 int64_t mt_pipe_stash_floats(const MtPipe *p, int c);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mt_checkpoint.h"
 #include "mt_kernels.h"
 
 /* ---- layout ---- */
@@ -809,41 +810,65 @@ double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin)
     return nwin > 0 ? total / ((double)nwin * T) : 0.0;
 }
 
-void mt_pipe_gather_state(MtPipe *p, float *params, float *m, float *v)
+/* this rank's copy of flat element `flat` of the parameters (0) or moments (1, 2) */
+static float *local_of(const MtPipe *p, int which, int64_t flat)
 {
-    MtTrainer *tr = p->tr;
-    for (int r = 0; r < p->P; r++)
-        for (int k = 0; k < p->V; k++) {
-            MtPipeChunk ch;
-            int uf, ul;
-            chunk_units(&p->o, tr->tc.cfg.L, p->P, r, k, &ch, &uf, &ul);
-            int64_t lo = tr->unit_lo[uf], n = tr->unit_hi[ul] - lo;
-            float *src[3] = {tr->params, tr->m, tr->v}, *dst[3] = {params, m, v};
-            for (int i = 0; i < 3; i++) {
-                if (r == p->rank && p->rank == 0)
-                    memcpy(dst[i] + lo, src[i] + p->ch[k].loff, sizeof(float) * (size_t)n);
-                else if (r == p->rank)
-                    mt_send(p->c, MT_GROUP_PP, src[i] + p->ch[k].loff, n, 0);
-                else if (p->rank == 0)
-                    mt_recv(p->c, MT_GROUP_PP, dst[i] + lo, n, r);
-            }
-        }
+    float *base[3] = {p->tr->params, p->tr->m, p->tr->v};
+    for (int k = 0; k < p->V; k++)
+        if (flat >= p->ch[k].lo && flat < p->ch[k].hi)
+            return base[which] + p->ch[k].loff + (flat - p->ch[k].lo);
+    MT_ASSERT(0, "flat element %lld is not on pipeline rank %d", (long long)flat, p->rank);
+    return NULL;
 }
 
-void mt_pipe_scatter_state(MtPipe *p, const float *params, const float *m, const float *v)
+typedef struct {
+    MtPipe *p;
+    float *buf; /* the one tensor in flight */
+} SaveCtx;
+
+static const float *save_fetch(void *ctx, int which, int q)
+{
+    SaveCtx *x = ctx;
+    const MtParam *t = &x->p->tr->table[q];
+    int owner = x->p->unit_rank[t->unit];
+    if (owner == 0)
+        return local_of(x->p, which, t->offset);
+    mt_recv(x->p->c, MT_GROUP_PP, x->buf, t->numel, owner);
+    return x->buf;
+}
+
+MtStatus mt_pipe_save(MtPipe *p, const char *dir, const MtTrainState *ts)
+{
+    MtTrainer *tr = p->tr;
+    MtStatus s = MT_OK;
+    if (p->rank == 0) {
+        int64_t most = 0;
+        for (int q = 0; q < tr->nparams; q++)
+            most = tr->table[q].numel > most ? tr->table[q].numel : most;
+        SaveCtx x = {p, alloc_f(p, MT_MEM_OTHER, most)};
+        MT_ASSERT(x.buf, "cannot allocate %lld floats to save a tensor", (long long)most);
+        s = mt_ckpt_save_fetch(dir, &tr->tc.cfg, tr->table, tr->nparams, 1, save_fetch, &x, ts);
+        free_f(p, MT_MEM_OTHER, x.buf, most);
+    } else { /* in the file's order: parameters, then exp_avg, then exp_avg_sq */
+        for (int which = 0; which < 3; which++)
+            for (int q = 0; q < tr->nparams; q++)
+                if (p->unit_rank[tr->table[q].unit] == p->rank)
+                    mt_send(p->c, MT_GROUP_PP, local_of(p, which, tr->table[q].offset), tr->table[q].numel, 0);
+    }
+    float ok = s == MT_OK; /* every rank learns whether rank 0 wrote it */
+    mt_broadcast(p->c, MT_GROUP_PP, &ok, 1, 0);
+    return s != MT_OK ? s : ok ? MT_OK : mt_error(MT_EIO, "pipeline rank 0 could not save %s", dir);
+}
+
+MtStatus mt_pipe_load(MtPipe *p, const char *dir)
 {
     MtTrainer *tr = p->tr;
     for (int k = 0; k < p->V; k++) {
         MtPipeChunk *ch = &p->ch[k];
-        size_t n = sizeof(float) * (size_t)(ch->hi - ch->lo);
-        memcpy(tr->params + ch->loff, params + ch->lo, n);
-        memcpy(tr->m + ch->loff, m + ch->lo, n);
-        memcpy(tr->v + ch->loff, v + ch->lo, n);
+        MT_TRY(mt_ckpt_load_range(dir, tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff, tr->m + ch->loff,
+                                  tr->v + ch->loff));
     }
-    if (p->wte) {
-        size_t n = sizeof(float) * (size_t)tr->tc.cfg.V * tr->tc.cfg.C;
-        memcpy(p->wte, params, n); /* wte is the table's first tensor */
-        memcpy(p->wte_m, m, n);
-        memcpy(p->wte_v, v, n);
-    }
+    if (p->wte) /* the replica: wte is the table's first tensor */
+        MT_TRY(mt_ckpt_load_range(dir, tr->table, tr->nparams, 0, tr->table[0].numel, p->wte, p->wte_m, p->wte_v));
+    return MT_OK;
 }
