@@ -13,7 +13,7 @@ memory in, is left out).
 
 Columns: ms/step, tokens/s, the measured bubble (idle share of the span of the step's
 compute over both ranks, from the JSON log), the simulated bubble (the schedule's lists run
-in the simulator with this run's mean F, B and W times per chunk: the run's end-of-run
+in the simulator with this run's mean F, B and W times on each stage: the run's end-of-run
 line), and the pipeline efficiency T(P=1) / (P x T(pipeline)).  interleaved runs V = 3
 chunks per rank (6 layers over 6 virtual stages).  With --svg the last rep's 1F1B run is
 traced and its measured step drawn under the plan (`meshtrain schedule --from-trace`).

@@ -227,6 +227,32 @@ static void tree_plan(void)
     }
 }
 
+/* Costs per stage: the same costs as an array give the same run; a naive pipeline whose
+ * stages cost F 1, B 2 and F 3, B 4 takes M (1 + 3 + 4 + 2) with half of it idle. */
+static void stage_costs(void)
+{
+    MtSchedule s = {MT_SCHED_ZB, 3, 7, 1};
+    Lists L;
+    build(&s, &L);
+    double same[9] = {1, 2, 0.5, 1, 2, 0.5, 1, 2, 0.5};
+    MtSimResult a, b;
+    mt_simulate(&s, L.l, L.n, (MtSimCosts){1, 2, 0.5, NULL}, &a);
+    mt_simulate(&s, L.l, L.n, (MtSimCosts){0, 0, 0, same}, &b);
+    CHECK(a.makespan == b.makespan && a.bubble == b.bubble, "per-stage array of equal costs: %g vs %g", b.makespan,
+          a.makespan);
+    mt_sim_free(&a);
+    mt_sim_free(&b);
+    drop(&s, &L);
+    MtSchedule nv = {MT_SCHED_NAIVE, 2, 5, 1};
+    build(&nv, &L);
+    double two[6] = {1, 2, 0, 3, 4, 0};
+    mt_simulate(&nv, L.l, L.n, (MtSimCosts){0, 0, 0, two}, &a);
+    CHECK(fabs(a.makespan - 50.0) < 1e-12 && fabs(a.bubble - 0.5) < 1e-12, "naive with stage costs: %g, bubble %g",
+          a.makespan, a.bubble);
+    mt_sim_free(&a);
+    drop(&nv, &L);
+}
+
 static void stages(void)
 {
     int b[8];
@@ -271,6 +297,7 @@ int main(void)
     exhaustive();
     mutations();
     tree_plan();
+    stage_costs();
     stages();
     return mt_test_done("test_schedule");
 }

@@ -150,24 +150,29 @@ static int from_trace(const MtSchedule *s, MtAction *const *lists, const int *n,
     MtStatus st = read_trace(trace, s->P, s->V, step, &m);
     if (st != MT_OK)
         return mt_cli_fail(mt_error_prefix(st, "meshtrain schedule"));
-    double cost[3] = {0, 0, 0}, lo = m.box[0].start, hi = m.box[0].end, busy = 0.0;
-    int cnt[3] = {0, 0, 0};
+    int S = s->P * s->V;
+    double *cost = calloc(6 * (size_t)S, sizeof(double)), lo = m.box[0].start, hi = m.box[0].end, busy = 0.0;
+    MT_ASSERT(cost, "out of memory");
+    double *cnt = cost + 3 * S; /* per stage: mean F, B, W in cost[0 .. 3S) */
     for (int i = 0; i < m.n; i++) {
-        cost[m.box[i].kind] += m.box[i].end - m.box[i].start;
-        cnt[m.box[i].kind]++;
+        int at = 3 * (m.box[i].chunk * s->P + m.box[i].rank) + m.box[i].kind;
+        cost[at] += m.box[i].end - m.box[i].start;
+        cnt[at]++;
         busy += m.box[i].end - m.box[i].start;
         lo = m.box[i].start < lo ? m.box[i].start : lo;
         hi = m.box[i].end > hi ? m.box[i].end : hi;
     }
-    MtSimCosts c = {cnt[0] ? cost[0] / cnt[0] : 1, cnt[1] ? cost[1] / cnt[1] : 1, cnt[2] ? cost[2] / cnt[2] : 0};
+    for (int i = 0; i < 3 * S; i++)
+        cost[i] = cnt[i] > 0 ? cost[i] / cnt[i] : 0.0;
+    MtSimCosts c = {0, 0, 0, cost};
     printf("step %d of %s: %d compute events\n", m.step, trace, m.n);
     int ok = same_order(s, lists, n, &m);
     MtSimResult res;
     st = mt_simulate(s, lists, n, c, &res);
     MT_ASSERT(st == MT_OK, "simulation: %s", res.error);
     double measured = hi > lo ? 1.0 - busy / (s->P * (hi - lo)) : 0.0;
-    printf("measured: %.2f ms, bubble %.4f; planned with the measured mean costs (F %.3f, B %.3f, W %.3f ms): "
-           "%.2f ms, bubble %.4f\n", hi - lo, measured, c.f, c.b, c.w, res.makespan, res.bubble);
+    printf("measured: %.2f ms, bubble %.4f; planned with the measured mean costs of each stage: %.2f ms, bubble "
+           "%.4f\n", hi - lo, measured, res.makespan, res.bubble);
     if (svg) {
         int total = 0;
         for (int r = 0; r < s->P; r++)
@@ -181,7 +186,7 @@ static int from_trace(const MtSchedule *s, MtAction *const *lists, const int *n,
                 plan[k++] = (MtBox){r, a->kind, a->mb, a->stage / s->P, res.span[r][i].start, res.span[r][i].end};
             }
         char t1[160], t2[160];
-        snprintf(t1, sizeof t1, "planned: %s, P %d, M %d, V %d, measured costs: %.2f ms, bubble %.4f",
+        snprintf(t1, sizeof t1, "planned: %s, P %d, M %d, V %d, measured costs per stage: %.2f ms, bubble %.4f",
                  mt_schedule_name(s->kind), s->P, s->M, s->V, res.makespan, res.bubble);
         snprintf(t2, sizeof t2, "measured: step %d, %.2f ms, bubble %.4f", m.step, hi - lo, measured);
         MtTimeline sets[2] = {{t1, plan, total, s->P}, {t2, m.box, m.n, s->P}};
@@ -190,6 +195,7 @@ static int from_trace(const MtSchedule *s, MtAction *const *lists, const int *n,
         bad |= f && fclose(f) != 0;
         free(plan);
         if (bad) {
+            free(cost);
             free(m.box);
             mt_sim_free(&res);
             return mt_cli_fail(mt_error(MT_EIO, "meshtrain schedule: writing %s failed", svg));
@@ -197,6 +203,7 @@ static int from_trace(const MtSchedule *s, MtAction *const *lists, const int *n,
         printf("svg: %s\n", svg);
     }
     printf("bubble %.6f\n", measured);
+    free(cost);
     free(m.box);
     mt_sim_free(&res);
     return ok ? 0 : 1;
@@ -254,7 +261,7 @@ int mt_cmd_schedule(int argc, char **argv)
         return rc2;
     }
     MtSimResult res;
-    st = mt_simulate(&s, lists, n, (MtSimCosts){cf, cb, cw}, &res);
+    st = mt_simulate(&s, lists, n, (MtSimCosts){cf, cb, cw, NULL}, &res);
     MT_ASSERT(st == MT_OK, "the %s generator built a broken list: %s", sched, res.error);
     printf("schedule %s: %d ranks, %d micro-batches, %d chunk%s per rank; costs F %d, B %d, W %d%s\n", sched, P, M, V,
            V > 1 ? "s" : "", cf, cb, cw, mt_schedule_split(kind) ? "" : " (B and W together)");

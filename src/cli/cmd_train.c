@@ -224,46 +224,50 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, const char *dir, int root)
 }
 
 /* A pipeline's measured bubble against the simulated one: the schedule's lists run with
- * this run's mean compute time per chunk of F, B and W (rank 0 prints). */
+ * this run's mean compute time of F, B and W on each stage (rank 0 prints). */
 static void pipe_summary(MtPipe *pp, double measured, double exposed_ms)
 {
-    int64_t m64[6], *a64 = malloc(sizeof(int64_t) * 6 * (size_t)mt_comm_size(pp->c));
-    MT_ASSERT(a64, "out of memory");
-    for (int k = 0; k < 3; k++) {
-        m64[k] = (int64_t)(pp->kind_s[k] * 1e6); /* microseconds */
-        m64[3 + k] = pp->kind_n[k];
-    }
-    mt_comm_gather_i64(pp->c, m64, 6, a64);
+    int V = pp->V, P = pp->P, S = P * V;
+    int64_t m64[6 * MT_PIPE_MAX_CHUNKS], *a64 = malloc(sizeof(int64_t) * 6 * (size_t)V * P);
+    double *stage = malloc(sizeof(double) * 3 * (size_t)S);
+    MT_ASSERT(a64 && stage, "out of memory");
+    for (int c = 0; c < V; c++)
+        for (int k = 0; k < 3; k++) {
+            m64[6 * c + k] = (int64_t)(pp->kind_s[c][k] * 1e6); /* microseconds */
+            m64[6 * c + 3 + k] = pp->kind_n[c][k];
+        }
+    mt_comm_gather_i64(pp->c, m64, 6 * V, a64);
     if (mt_comm_rank(pp->c) != 0) {
         free(a64);
+        free(stage);
         return;
     }
-    double cost[3] = {0, 0, 0}, cnt[3] = {0, 0, 0};
-    for (int r = 0; r < pp->P; r++)
-        for (int k = 0; k < 3; k++) {
-            cost[k] += a64[6 * r + k] * 1e-6;
-            cnt[k] += (double)a64[6 * r + 3 + k];
-        }
+    for (int r = 0; r < P; r++)
+        for (int c = 0; c < V; c++)
+            for (int k = 0; k < 3; k++) {
+                const int64_t *x = a64 + 6 * ((int64_t)r * V + c);
+                stage[3 * (c * P + r) + k] = x[3 + k] > 0 ? x[k] * 1e-6 / (double)x[3 + k] : 0.0;
+            }
     free(a64);
-    MtSimCosts c = {cnt[0] > 0 ? cost[0] / cnt[0] : 1.0, cnt[1] > 0 ? cost[1] / cnt[1] : 2.0,
-                    cnt[2] > 0 ? cost[2] / cnt[2] : 0.0};
-    if (!mt_schedule_split(pp->sched.kind))
-        c.w = 0.0; /* B and W measured together */
+    MtSimCosts c = {0, 0, 0, stage}; /* without a split, B was measured with W inside it */
     MtAction *lists[MT_MAX_STAGES];
     int n[MT_MAX_STAGES];
-    for (int r = 0; r < pp->P; r++) {
+    for (int r = 0; r < P; r++) {
         lists[r] = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&pp->sched));
         MT_ASSERT(lists[r], "out of memory");
         n[r] = mt_schedule_build(&pp->sched, r, lists[r]);
     }
     MtSimResult res;
     MtStatus st = mt_simulate(&pp->sched, lists, n, c, &res);
-    printf("pipeline %s: measured bubble %.4f, simulated %.4f with this run's costs (F %.2f ms, B %.2f ms, W %.2f ms "
-           "per chunk)%s; %.1f ms/step inside communication calls on rank 0\n",
-           mt_schedule_name(pp->sched.kind), measured, st == MT_OK ? res.bubble : NAN, 1e3 * c.f, 1e3 * c.b, 1e3 * c.w,
-           st == MT_OK ? "" : " (simulation failed)", exposed_ms);
+    printf("pipeline %s: measured bubble %.4f, simulated %.4f with this run's costs per stage (ms, F/B/W:",
+           mt_schedule_name(pp->sched.kind), measured, st == MT_OK ? res.bubble : NAN);
+    for (int s = 0; s < S; s++)
+        printf(" %.1f/%.1f/%.1f", 1e3 * stage[3 * s], 1e3 * stage[3 * s + 1], 1e3 * stage[3 * s + 2]);
+    printf(")%s; %.1f ms/step inside communication calls on rank 0\n", st == MT_OK ? "" : " (simulation failed)",
+           exposed_ms);
     mt_sim_free(&res);
-    for (int r = 0; r < pp->P; r++)
+    free(stage);
+    for (int r = 0; r < P; r++)
         free(lists[r]);
 }
 

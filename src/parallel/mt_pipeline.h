@@ -95,8 +95,8 @@ typedef struct {
     int64_t *rank_times;                /* the ranks' compute time and span, gathered */
     /* this step, for the log */
     double comm_s, busy_s, t_first, t_last, progress_s;
-    double kind_s[3];                   /* compute seconds of F, B, W */
-    int kind_n[3];
+    double kind_s[MT_PIPE_MAX_CHUNKS][3]; /* compute seconds of F, B, W per chunk */
+    int kind_n[MT_PIPE_MAX_CHUNKS][3];
     double bubble;                      /* measured (on world rank 0, after mt_pipe_step) */
 } MtPipe;
 

@@ -125,7 +125,8 @@ typedef struct {
 } MtSimResult;
 
 typedef struct {
-    double f, b, w; /* cost of one chunk's F, B and W; without a split, B costs b + w */
+    double f, b, w;      /* cost of one chunk's F, B and W; without a split, B costs b + w */
+    const double *stage; /* or NULL: 3 S costs, (f, b, w) of each virtual stage, used instead */
 } MtSimCosts;
 
 /* Runs the P lists (lists[r] of n[r] actions) of schedule s.  Returns MT_OK, or MT_EINPUT

@@ -473,8 +473,8 @@ static void busy(MtPipe *p, double t0, int kind, const MtAction *a)
 {
     double t1 = mt_comm_clock(p->c);
     mt_comm_trace_compute(p->c, kind, a->stage, a->mb, p->tr->step, t0, t1);
-    p->kind_s[kind] += t1 - t0;
-    p->kind_n[kind]++;
+    p->kind_s[a->stage / p->P][kind] += t1 - t0;
+    p->kind_n[a->stage / p->P][kind]++;
     if (p->t_first < 0)
         p->t_first = t0;
     p->t_last = t1;
