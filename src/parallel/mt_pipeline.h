@@ -94,9 +94,10 @@ typedef struct {
     double *block_sums;                 /* (max_blocks + 1) x P */
     int64_t *rank_times;                /* the ranks' compute time and span, gathered */
     /* this step, for the log */
-    double comm_s, busy_s, t_first, t_last, progress_s;
-    double kind_s[MT_PIPE_MAX_CHUNKS][3]; /* compute seconds of F, B, W per chunk */
-    int kind_n[MT_PIPE_MAX_CHUNKS][3];
+    double comm_s, busy_s, t_first, t_last;
+    double kind_s[MT_PIPE_MAX_CHUNKS][3]; /* compute seconds of F, B, W per chunk, over the run's */
+    int kind_n[MT_PIPE_MAX_CHUNKS][3];    /* steps after the first (all when it has only one) */
+    int steps_run;
     double bubble;                      /* measured (on world rank 0, after mt_pipe_step) */
 } MtPipe;
 
