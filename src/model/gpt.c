@@ -438,30 +438,25 @@ void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtAc
 {
     int B = a->B, T = a->T, C = cfg->C, N = B * T;
     const MtBlockWeights *bw = &w->h[l];
+    /* the gradients W reads are computed straight into the stash; only the running dres is copied */
     float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * 4 * C,
           *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C, *s_ln1 = s_qkv + (int64_t)N * 3 * C;
     recompute(cfg, w, a, l, x);
     memcpy(s_res3, a->dres, sizeof(float) * (size_t)N * C);
-    mt_matmul_backward(a->dfch, NULL, NULL, a->dres, a->fch_gelu[l], bw->fcprojw, N, 4 * C, C, 0);
+    mt_matmul_backward(s_fch, NULL, NULL, a->dres, a->fch_gelu[l], bw->fcprojw, N, 4 * C, C, 0);
     POLL(a);
-    mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * 4 * C);
+    mt_gelu_backward(s_fch, a->fch[l], s_fch, (int64_t)N * 4 * C);
+    mt_matmul_backward(s_ln2, NULL, NULL, s_fch, a->ln2[l], bw->fcw, N, C, 4 * C, 0);
     POLL(a);
-    memcpy(s_fch, a->dfch, sizeof(float) * (size_t)N * 4 * C);
-    mt_matmul_backward(a->dln, NULL, NULL, a->dfch, a->ln2[l], bw->fcw, N, C, 4 * C, 0);
-    POLL(a);
-    memcpy(s_ln2, a->dln, sizeof(float) * (size_t)N * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, a->dln, a->res2[l], bw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], N, C);
-    POLL(a);
+    mt_layernorm_backward(a->dres, NULL, NULL, s_ln2, a->res2[l], bw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], N, C);
     memcpy(s_res2, a->dres, sizeof(float) * (size_t)N * C);
     mt_matmul_backward(a->datty, NULL, NULL, a->dres, a->atty[l], bw->attprojw, N, C, C, 0);
     POLL(a);
-    mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, C, cfg->NH);
+    mt_attention_backward(s_qkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, C, cfg->NH);
     POLL(a);
-    memcpy(s_qkv, a->dqkv, sizeof(float) * (size_t)N * 3 * C);
-    mt_matmul_backward(a->dln, NULL, NULL, a->dqkv, a->ln1[l], bw->qkvw, N, C, 3 * C, 0);
+    mt_matmul_backward(s_ln1, NULL, NULL, s_qkv, a->ln1[l], bw->qkvw, N, C, 3 * C, 0);
     POLL(a);
-    memcpy(s_ln1, a->dln, sizeof(float) * (size_t)N * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, a->dln, x, bw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], N, C);
+    mt_layernorm_backward(a->dres, NULL, NULL, s_ln1, x, bw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], N, C);
     POLL(a);
 }
 
@@ -492,10 +487,9 @@ void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *w, con
 void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x, float *stash)
 {
     int N = a->B * a->T, C = cfg->C;
-    mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
-    memcpy(stash, a->dln, sizeof(float) * (size_t)N * C);
+    mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, stash, C, 0); /* dlnf, kept for W */
     memset(a->dres, 0, sizeof(float) * (size_t)N * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, a->dln, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+    mt_layernorm_backward(a->dres, NULL, NULL, stash, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C);
 }
 
 void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, const float *x,
