@@ -236,8 +236,8 @@ static void stage_costs(void)
     build(&s, &L);
     double same[9] = {1, 2, 0.5, 1, 2, 0.5, 1, 2, 0.5};
     MtSimResult a, b;
-    mt_simulate(&s, L.l, L.n, (MtSimCosts){1, 2, 0.5, NULL}, &a);
-    mt_simulate(&s, L.l, L.n, (MtSimCosts){0, 0, 0, same}, &b);
+    mt_simulate(&s, L.l, L.n, (MtSimCosts){1, 2, 0.5, NULL, NULL}, &a);
+    mt_simulate(&s, L.l, L.n, (MtSimCosts){0, 0, 0, same, NULL}, &b);
     CHECK(a.makespan == b.makespan && a.bubble == b.bubble, "per-stage array of equal costs: %g vs %g", b.makespan,
           a.makespan);
     mt_sim_free(&a);
@@ -246,9 +246,21 @@ static void stage_costs(void)
     MtSchedule nv = {MT_SCHED_NAIVE, 2, 5, 1};
     build(&nv, &L);
     double two[6] = {1, 2, 0, 3, 4, 0};
-    mt_simulate(&nv, L.l, L.n, (MtSimCosts){0, 0, 0, two}, &a);
+    mt_simulate(&nv, L.l, L.n, (MtSimCosts){0, 0, 0, two, NULL}, &a);
     CHECK(fabs(a.makespan - 50.0) < 1e-12 && fabs(a.bubble - 0.5) < 1e-12, "naive with stage costs: %g, bubble %g",
           a.makespan, a.bubble);
+    mt_sim_free(&a);
+    /* every action its own cost: micro-batch 3's backward on stage 1 takes 10 more, and the
+     * naive pipeline (one micro-batch at a time) takes exactly 10 longer */
+    double each[3 * 2 * 5] = {0};
+    for (int k = 0; k < 5; k++) {
+        each[(0 * 2 + 0) * 5 + k] = 1; /* F, stage 0 */
+        each[(0 * 2 + 1) * 5 + k] = 3;
+        each[(1 * 2 + 0) * 5 + k] = 2; /* B */
+        each[(1 * 2 + 1) * 5 + k] = k == 3 ? 14 : 4;
+    }
+    mt_simulate(&nv, L.l, L.n, (MtSimCosts){0, 0, 0, NULL, each}, &a);
+    CHECK(fabs(a.makespan - 60.0) < 1e-12, "naive with one slow action: %g, want 60", a.makespan);
     mt_sim_free(&a);
     drop(&nv, &L);
 }

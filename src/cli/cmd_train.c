@@ -249,7 +249,7 @@ static void pipe_summary(MtPipe *pp, double measured, double exposed_ms)
                 stage[3 * (c * P + r) + k] = x[3 + k] > 0 ? x[k] * 1e-6 / (double)x[3 + k] : 0.0;
             }
     free(a64);
-    MtSimCosts c = {0, 0, 0, stage}; /* without a split, B was measured with W inside it */
+    MtSimCosts c = {0, 0, 0, stage, NULL}; /* without a split, B was measured with W inside it */
     MtAction *lists[MT_MAX_STAGES];
     int n[MT_MAX_STAGES];
     for (int r = 0; r < P; r++) {

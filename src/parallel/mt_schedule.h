@@ -127,6 +127,8 @@ typedef struct {
 typedef struct {
     double f, b, w;      /* cost of one chunk's F, B and W; without a split, B costs b + w */
     const double *stage; /* or NULL: 3 S costs, (f, b, w) of each virtual stage, used instead */
+    const double *each;  /* or NULL: every action's own cost, [(kind S + stage) M + mb] for kind
+                          * 0 F, 1 B, 2 W (a measured step replayed; used before stage) */
 } MtSimCosts;
 
 /* Runs the P lists (lists[r] of n[r] actions) of schedule s.  Returns MT_OK, or MT_EINPUT

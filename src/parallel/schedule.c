@@ -214,7 +214,7 @@ int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out)
         ns[r] = with_transfers(s, r, lists[r]);
     }
     MtSimResult res;
-    MtStatus st = simulate(s, lists, ns, (MtSimCosts){1, 1, 1, NULL}, 0, &res);
+    MtStatus st = simulate(s, lists, ns, (MtSimCosts){1, 1, 1, NULL, NULL}, 0, &res);
     MT_ASSERT(st == MT_OK, "schedule %s P %d M %d V %d: %s", mt_schedule_name(s->kind), s->P, s->M, s->V, res.error);
     /* when stage 0 finished each backward (its SEND_E time) */
     double *sent = malloc(sizeof(double) * (size_t)s->M);
@@ -352,9 +352,11 @@ static int input_ready(int P, int posted, double sent, double local_done, double
     return 1;
 }
 
-/* kind 0 F, 1 B, 2 W of a stage */
-static double cost_of(const MtSimCosts *c, int stage, int kind)
+/* kind 0 F, 1 B, 2 W of a stage's micro-batch mb (S stages, M micro-batches) */
+static double cost_of(const MtSimCosts *c, int S, int M, int stage, int mb, int kind)
 {
+    if (c->each)
+        return c->each[((int64_t)kind * S + stage) * M + mb];
     if (c->stage)
         return c->stage[3 * stage + kind];
     return kind == 0 ? c->f : kind == 1 ? c->b : c->w;
@@ -428,7 +430,7 @@ static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int 
                             break;
                         }
                     }
-                    cost = cost_of(&costs, a->stage, 0);
+                    cost = cost_of(&costs, S, M, a->stage, a->mb, 0);
                     t_f[i] = start + cost;
                     sets[r]++;
                     if (sets[r] > res->peak_sets[r])
@@ -448,7 +450,8 @@ static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int 
                             break;
                         }
                     }
-                    cost = cost_of(&costs, a->stage, 1) + (split ? 0.0 : cost_of(&costs, a->stage, 2));
+                    cost = cost_of(&costs, S, M, a->stage, a->mb, 1) +
+                           (split ? 0.0 : cost_of(&costs, S, M, a->stage, a->mb, 2));
                     t_b[i] = start + cost;
                     if (!split)
                         sets[r]--;
@@ -460,7 +463,7 @@ static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int 
                                                              : "a weight-gradient pass before its backward", r, a);
                         break;
                     }
-                    cost = cost_of(&costs, a->stage, 2);
+                    cost = cost_of(&costs, S, M, a->stage, a->mb, 2);
                     t_w[i] = start + cost;
                     sets[r]--;
                     break;
