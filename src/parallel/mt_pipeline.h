@@ -120,8 +120,7 @@ MtStatus mt_pipe_save(MtPipe *p, const char *dir, const MtTrainState *ts);
 /* Reads this rank's parts (its stages; the last rank also the wte replica) of a
  * checkpoint of any layout, and nothing else. */
 MtStatus mt_pipe_load(MtPipe *p, const char *dir);
-/* Activation floats of one set of chunk c, and of its stash for W (split schedules). */
-int64_t mt_pipe_set_floats(const MtPipe *p, int c);
+/* Floats of the stash for W of one activation set of chunk c (split schedules; else 0). */
 int64_t mt_pipe_stash_floats(const MtPipe *p, int c);
 
 #endif

@@ -95,14 +95,6 @@ static int max_landing(const MtPipe *p)
 
 static int64_t rows(const MtPipe *p) { return (int64_t)p->tr->tc.micro * p->tr->tc.seq * p->tr->tc.cfg.C; }
 
-int64_t mt_pipe_set_floats(const MtPipe *p, int c)
-{
-    const MtTrainConfig *tc = &p->tr->tc;
-    const MtPipeChunk *ch = &p->ch[c];
-    MtActsShape sh = {ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0, tc->recompute, 0};
-    return mt_acts_floats_shape(&tc->cfg, tc->micro, tc->seq, tc->threads, &sh);
-}
-
 int64_t mt_pipe_stash_floats(const MtPipe *p, int c)
 {
     const MtTrainConfig *tc = &p->tr->tc;
