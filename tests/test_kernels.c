@@ -142,8 +142,14 @@ static void test_layernorm(int N, int C)
     CHECK(rel_err(y, c.y, NC) < 1e-6, "layernorm forward N=%d C=%d err %g", N, C, rel_err(y, c.y, NC));
     /* dx accumulates: start from a known value */
     for (int64_t i = 0; i < NC; i++) dx[i] = 0.25f;
-    mt_layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
+    mt_layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C, 1);
     for (int64_t i = 0; i < NC; i++) dx[i] -= 0.25f;
+    /* add 0 assigns dw and db: over garbage, the bits of adding to zeros */
+    float *dw2 = malloc(4 * C), *db2 = malloc(4 * C);
+    for (int i = 0; i < C; i++) dw2[i] = db2[i] = NAN;
+    mt_layernorm_backward(NULL, dw2, db2, dy, x, w, mean, rstd, N, C, 0);
+    CHECK(memcmp(dw2, dw, 4 * C) == 0 && memcmp(db2, db, 4 * C) == 0, "layernorm: assigned dw/db differ from added");
+    free(dw2); free(db2);
     double *g = malloc(8 * NC);
     fd_grad(ln_obj, &c, c.x, NC, g);
     CHECK(rel_err(dx, g, NC) < 1e-4, "layernorm dinp err %g", rel_err(dx, g, NC));
@@ -183,7 +189,14 @@ static void test_matmul(int N, int C, int OC)
     double *yd = malloc(8 * NO);
     ref_matmul(yd, c.x, c.w, NULL, NULL, N, C, OC);
     CHECK(rel_err(y2, yd, NO) < 1e-6, "matmul forward without bias err %g", rel_err(y2, yd, NO));
-    mt_matmul_backward(dx, dw, db, dy, x, w, N, C, OC, 0);
+    mt_matmul_backward(dx, dw, db, dy, x, w, N, C, OC, MT_ADD_DW);
+    /* without MT_ADD_DW, dw and dbias are assigned: over garbage, the bits of adding to zeros */
+    float *dw3 = malloc(4 * CO), *db3 = malloc(4 * OC);
+    for (int64_t i = 0; i < CO; i++) dw3[i] = NAN;
+    for (int i = 0; i < OC; i++) db3[i] = NAN;
+    mt_matmul_backward(NULL, dw3, db3, dy, x, NULL, N, C, OC, 0);
+    CHECK(memcmp(dw3, dw, 4 * CO) == 0 && memcmp(db3, db, 4 * OC) == 0, "matmul: assigned dw/dbias differ from added");
+    free(dw3); free(db3);
     double *g = malloc(8 * (CO > NO ? (CO > NC ? CO : NC) : (NO > NC ? NO : NC)));
     fd_grad(mm_obj, &c, c.x, NC, g);
     CHECK(rel_err(dx, g, NC) < 1e-4, "matmul dinp err %g", rel_err(dx, g, NC));
@@ -191,11 +204,11 @@ static void test_matmul(int N, int C, int OC)
     CHECK(rel_err(dw, g, CO) < 1e-4, "matmul dw err %g", rel_err(dw, g, CO));
     fd_grad(mm_obj, &c, c.b, OC, g);
     CHECK(rel_err(db, g, OC) < 1e-4, "matmul dbias err %g", rel_err(db, g, OC));
-    /* accumulate = 1 adds to what dinp held */
+    /* MT_ADD_DINP adds to what dinp held */
     float *dx2 = malloc(4 * NC);
     for (int64_t i = 0; i < NC; i++) dx2[i] = 1.0f;
     memset(dw, 0, 4 * CO);
-    mt_matmul_backward(dx2, dw, NULL, dy, x, w, N, C, OC, 1);
+    mt_matmul_backward(dx2, dw, NULL, dy, x, w, N, C, OC, MT_ADD_DINP | MT_ADD_DW);
     double maxd = 0;
     for (int64_t i = 0; i < NC; i++) maxd = fmax(maxd, fabs(dx2[i] - 1.0f - dx[i]));
     CHECK(maxd < 1e-5, "matmul accumulate: max diff %g", maxd);
@@ -330,13 +343,13 @@ static void test_thread_independence(void)
         float *scratch = malloc(4L * 2 * T * T), *mean = malloc(4L * N), *rstd = malloc(4L * N),
               *dwl = calloc(C, 4), *dbl = calloc(C, 4);
         mt_matmul_forward(o[0], x, w, b, NULL, N, C, 4 * C);
-        mt_matmul_backward(o[7], o[1], o[2], dy, x, w, N, C, 4 * C, 1);
+        mt_matmul_backward(o[7], o[1], o[2], dy, x, w, N, C, 4 * C, MT_ADD_DINP | MT_ADD_DW);
         mt_attention_forward(o[3], o[4], qkv, B, T, C, NH);
         mt_attention_backward(o[5], scratch, o[3], qkv, o[4], B, T, C, NH);
         memcpy(o[6], l, 4L * N * V);
         mt_crossentropy_fused(o[6], mean, tg, N, V, 0.5f);
         mt_layernorm_forward(o[3], mean, rstd, x, b, b + C, N, C);
-        mt_layernorm_backward(o[7], dwl, dbl, o[3], x, b, mean, rstd, N, C);
+        mt_layernorm_backward(o[7], dwl, dbl, o[3], x, b, mean, rstd, N, C, 1);
         memcpy(o[2], dwl, 4L * C);
         free(scratch); free(mean); free(rstd); free(dwl); free(dbl);
     }

@@ -108,6 +108,7 @@ void mt_weights_view(const MtConfig *cfg, const MtParam *t, float *base, MtWeigh
     }
     w->lnfw = base + t[i++].offset;
     w->lnfb = base + t[i++].offset;
+    w->fresh = 0;
 }
 
 void mt_weights_view_unit(const MtConfig *cfg, const MtParam *t, int nparams, int unit, float *base,
@@ -331,31 +332,31 @@ static void block_forward(const MtConfig *cfg, const MtBlockWeights *w, MtActs *
 
 /* On entry a->dres holds the gradient of the block's output; on return, of its input. */
 static void block_backward(const MtConfig *cfg, const MtBlockWeights *w, const MtBlockWeights *g,
-                           MtActs *a, int l, const float *x)
+                           MtActs *a, int l, const float *x, int add)
 {
     int B = a->B, T = a->T, C = cfg->C, N = B * T;
     /* MLP: res3 = res2 + gelu(ln2 @ fc) @ fcproj */
     mt_matmul_backward(a->dfch, g->fcprojw, g->fcprojb, a->dres, a->fch_gelu[l], w->fcprojw, N,
-                       4 * C, C, 0);
+                       4 * C, C, add * MT_ADD_DW);
     POLL(a);
     mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * 4 * C);
     POLL(a);
-    mt_matmul_backward(a->dln, g->fcw, g->fcb, a->dfch, a->ln2[l], w->fcw, N, C, 4 * C, 0);
+    mt_matmul_backward(a->dln, g->fcw, g->fcb, a->dfch, a->ln2[l], w->fcw, N, C, 4 * C, add * MT_ADD_DW);
     POLL(a);
     mt_layernorm_backward(a->dres, g->ln2w, g->ln2b, a->dln, a->res2[l], w->ln2w, a->ln2_mean[l],
-                          a->ln2_rstd[l], N, C);
+                          a->ln2_rstd[l], N, C, add);
     POLL(a);
     /* attention: res2 = x + attn(ln1(x)) @ attproj */
     mt_matmul_backward(a->datty, g->attprojw, g->attprojb, a->dres, a->atty[l], w->attprojw, N, C,
-                       C, 0);
+                       C, add * MT_ADD_DW);
     POLL(a);
     mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, C,
                           cfg->NH);
     POLL(a);
-    mt_matmul_backward(a->dln, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * C, 0);
+    mt_matmul_backward(a->dln, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * C, add * MT_ADD_DW);
     POLL(a);
     mt_layernorm_backward(a->dres, g->ln1w, g->ln1b, a->dln, x, w->ln1w, a->ln1_mean[l],
-                          a->ln1_rstd[l], N, C);
+                          a->ln1_rstd[l], N, C, add);
     POLL(a);
 }
 
@@ -398,7 +399,7 @@ void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWei
     mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
     POLL(a);
     memset(a->dres, 0, sizeof(float) * (size_t)N * C);
-    mt_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+    mt_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
     POLL(a);
 }
 
@@ -415,7 +416,7 @@ void mt_model_block_backward(const MtConfig *cfg, const MtWeights *w, const MtWe
                              const float *x)
 {
     recompute(cfg, w, a, l, x);
-    block_backward(cfg, &w->h[l], &g->h[l], a, l, x);
+    block_backward(cfg, &w->h[l], &g->h[l], a, l, x, !g->fresh);
 }
 
 void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, const MtActs *a, const int32_t *tokens)
@@ -448,7 +449,7 @@ void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtAc
     mt_gelu_backward(s_fch, a->fch[l], s_fch, (int64_t)N * 4 * C);
     mt_matmul_backward(s_ln2, NULL, NULL, s_fch, a->ln2[l], bw->fcw, N, C, 4 * C, 0);
     POLL(a);
-    mt_layernorm_backward(a->dres, NULL, NULL, s_ln2, a->res2[l], bw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], N, C);
+    mt_layernorm_backward(a->dres, NULL, NULL, s_ln2, a->res2[l], bw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], N, C, 1);
     memcpy(s_res2, a->dres, sizeof(float) * (size_t)N * C);
     mt_matmul_backward(a->datty, NULL, NULL, a->dres, a->atty[l], bw->attprojw, N, C, C, 0);
     POLL(a);
@@ -456,7 +457,7 @@ void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtAc
     POLL(a);
     mt_matmul_backward(s_ln1, NULL, NULL, s_qkv, a->ln1[l], bw->qkvw, N, C, 3 * C, 0);
     POLL(a);
-    mt_layernorm_backward(a->dres, NULL, NULL, s_ln1, x, bw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], N, C);
+    mt_layernorm_backward(a->dres, NULL, NULL, s_ln1, x, bw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], N, C, 1);
     POLL(a);
 }
 
@@ -467,20 +468,21 @@ void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *w, con
         block_forward(cfg, &w->h[l], a, l, x);
     int B = a->B, T = a->T, C = cfg->C, N = B * T;
     const MtBlockWeights *bg = &g->h[l];
+    int add = !g->fresh;
     const float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * 4 * C,
                 *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C,
                 *s_ln1 = s_qkv + (int64_t)N * 3 * C;
-    mt_matmul_backward(NULL, bg->fcprojw, bg->fcprojb, s_res3, a->fch_gelu[l], NULL, N, 4 * C, C, 0);
+    mt_matmul_backward(NULL, bg->fcprojw, bg->fcprojb, s_res3, a->fch_gelu[l], NULL, N, 4 * C, C, add * MT_ADD_DW);
     POLL(a);
-    mt_matmul_backward(NULL, bg->fcw, bg->fcb, s_fch, a->ln2[l], NULL, N, C, 4 * C, 0);
+    mt_matmul_backward(NULL, bg->fcw, bg->fcb, s_fch, a->ln2[l], NULL, N, C, 4 * C, add * MT_ADD_DW);
     POLL(a);
-    mt_layernorm_backward(NULL, bg->ln2w, bg->ln2b, s_ln2, a->res2[l], NULL, a->ln2_mean[l], a->ln2_rstd[l], N, C);
+    mt_layernorm_backward(NULL, bg->ln2w, bg->ln2b, s_ln2, a->res2[l], NULL, a->ln2_mean[l], a->ln2_rstd[l], N, C, add);
     POLL(a);
-    mt_matmul_backward(NULL, bg->attprojw, bg->attprojb, s_res2, a->atty[l], NULL, N, C, C, 0);
+    mt_matmul_backward(NULL, bg->attprojw, bg->attprojb, s_res2, a->atty[l], NULL, N, C, C, add * MT_ADD_DW);
     POLL(a);
-    mt_matmul_backward(NULL, bg->qkvw, bg->qkvb, s_qkv, a->ln1[l], NULL, N, C, 3 * C, 0);
+    mt_matmul_backward(NULL, bg->qkvw, bg->qkvb, s_qkv, a->ln1[l], NULL, N, C, 3 * C, add * MT_ADD_DW);
     POLL(a);
-    mt_layernorm_backward(NULL, bg->ln1w, bg->ln1b, s_ln1, x, NULL, a->ln1_mean[l], a->ln1_rstd[l], N, C);
+    mt_layernorm_backward(NULL, bg->ln1w, bg->ln1b, s_ln1, x, NULL, a->ln1_mean[l], a->ln1_rstd[l], N, C, add);
     POLL(a);
 }
 
@@ -489,7 +491,7 @@ void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtAct
     int N = a->B * a->T, C = cfg->C;
     mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, stash, C, 0); /* dlnf, kept for W */
     memset(a->dres, 0, sizeof(float) * (size_t)N * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, stash, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+    mt_layernorm_backward(a->dres, NULL, NULL, stash, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C, 1);
 }
 
 void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, const float *x,
@@ -497,7 +499,7 @@ void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, cons
 {
     int N = a->B * a->T, C = cfg->C;
     mt_gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
-    mt_layernorm_backward(NULL, g->lnfw, g->lnfb, stash, x, NULL, a->lnf_mean, a->lnf_rstd, N, C);
+    mt_layernorm_backward(NULL, g->lnfw, g->lnfb, stash, x, NULL, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
 }
 
 double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,

@@ -55,6 +55,11 @@ typedef struct {
     float *wpe;             /* (T,C) */
     MtBlockWeights h[MT_MAX_LAYERS];
     float *lnfw, *lnfb;     /* (C) */
+    /* As gradient views: the blocks' and ln_f's buffers hold no gradient yet, so a backward
+     * assigns (=) their one contribution instead of adding it, and nobody zeroes them first
+     * (the same bits as adding to zeros).  wte and wpe, which several rows reach, always
+     * add.  mt_weights_view clears it. */
+    int fresh;
 } MtWeights;
 
 /* Checks the configuration; MT_EINPUT with one line naming the problem. */
@@ -159,7 +164,7 @@ typedef struct {
 double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,
                         const int32_t *targets, float dscale, const MtUnitHooks *h);
 /* Backward of the micro-batch whose forward ran with dscale != 0: parameter gradients
- * accumulate (+=) into g. */
+ * accumulate (+=) into g (the blocks' and ln_f's are assigned if g->fresh). */
 void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a,
                        const int32_t *tokens, const MtUnitHooks *h);
 

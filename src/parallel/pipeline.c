@@ -519,10 +519,12 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
     MT_ASSERT(ts->leaf == mb, "stage %d: gradient of micro-batch %d out of order (tree expects %d)", ch->stage, mb,
               ts->leaf);
     float *g = p->gbuf[ts->buf];
-    memset(g + ch->loff + ch->skip, 0, sizeof(float) * (size_t)(ch->hi - ch->lo - ch->skip));
+    if (ch->embed) /* wpe adds its rows (wte comes whole from the last rank); the rest is assigned */
+        memset(g + ch->loff + ch->skip, 0, sizeof(float) * (size_t)(tr->unit_hi[0] - ch->lo - ch->skip));
     int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? cfg->L + 1 : ch->l1;
     for (int u = uf; u <= ul; u++)
         mt_weights_view_unit(cfg, tr->table, tr->nparams, u, g + ch->loff + (tr->unit_lo[u] - ch->lo), gv);
+    gv->fresh = 1;
     if (ch->head) {
         int h = take_hslot(p, mb);
         memset(p->hslot[h], 0, sizeof(float) * (size_t)cfg->V * cfg->C);

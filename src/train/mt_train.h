@@ -52,6 +52,7 @@ typedef struct {
     MtActs acts;
     int32_t *inputs, *targets;     /* one global batch (batch x seq each) */
     int64_t unit_lo[MT_MAX_LAYERS + 2], unit_hi[MT_MAX_LAYERS + 2]; /* padded unit spans */
+    int64_t unit_end[MT_MAX_LAYERS + 2]; /* where each unit's tensors end (its padding begins) */
     int nunits;
     MtUnitHooks hooks;             /* seen by forward passes, and by the last leaf's backward */
     float *spine_dst[MT_MAX_TREE], *spine_src[MT_MAX_TREE]; /* the last leaf's pending sums */

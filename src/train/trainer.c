@@ -65,10 +65,8 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
         goto oom;
     tr->nfloats = mt_param_table_aligned(cfg, tr->table, tc->unit_align > 0 ? tc->unit_align : 1);
     tr->nunits = cfg->L + 2;
-    for (int u = 0; u < tr->nunits; u++) {
-        int64_t end;
-        mt_unit_span(tr->table, tr->nparams, u, &tr->unit_lo[u], &end);
-    }
+    for (int u = 0; u < tr->nunits; u++)
+        mt_unit_span(tr->table, tr->nparams, u, &tr->unit_lo[u], &tr->unit_end[u]);
     for (int u = 0; u < tr->nunits; u++)
         tr->unit_hi[u] = u + 1 < tr->nunits ? tr->unit_lo[u + 1] : tr->nfloats;
     tr->params = mt_mem_alloc(&tr->mem, MT_MEM_PARAMS, param_bytes(tr, tc->params_len));
@@ -134,12 +132,16 @@ float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, cons
     return (float)(sum / step_tokens);
 }
 
-/* leaf k into gbuf (zeroed first), with hooks h */
+/* leaf k into gbuf, with hooks h.  The blocks' and ln_f's gradients are assigned (fresh
+ * views); only the embedding unit, which several rows add to, and the padding are zeroed. */
 static float leaf(MtTrainer *tr, int k, float *gbuf, const MtUnitHooks *h)
 {
     MtWeights g;
-    memset(gbuf, 0, sizeof(float) * (size_t)tr->nfloats);
+    memset(gbuf, 0, sizeof(float) * (size_t)tr->unit_hi[0]);
+    for (int u = 1; u < tr->nunits; u++)
+        memset(gbuf + tr->unit_end[u], 0, sizeof(float) * (size_t)(tr->unit_hi[u] - tr->unit_end[u]));
     mt_weights_view(&tr->tc.cfg, tr->table, gbuf, &g);
+    g.fresh = 1;
     return mt_trainer_micro_grad_views(tr, k, &g, h);
 }
 

@@ -41,12 +41,15 @@ void mt_channel_range(int C, int *c0, int *c1)
     *c1 = *c0 + per < C ? *c0 + per : C;
 }
 
-void mt_colsum_acc(float *acc, const float *x, int N, int C)
+void mt_colsum(float *acc, const float *x, int N, int C, int add)
 {
 #pragma omp parallel
     {
         int c0, c1;
         mt_channel_range(C, &c0, &c1);
+        if (!add)
+            for (int c = c0; c < c1; c++)
+                acc[c] = 0.0f;
         for (int n = 0; n < N; n++) {
             const float *r = x + (int64_t)n * C;
             for (int c = c0; c < c1; c++)

@@ -42,7 +42,7 @@ void mt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 }
 
 void mt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                           const float *w, const float *mean, const float *rstd, int N, int C)
+                           const float *w, const float *mean, const float *rstd, int N, int C, int add)
 {
     /* 1. the input gradient, row by row */
 #pragma omp parallel for schedule(static) if (dinp)
@@ -85,6 +85,9 @@ void mt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
     {
         int c0, c1;
         mt_channel_range(C, &c0, &c1);
+        if (!add)
+            for (int c = c0; c < c1; c++)
+                dw[c] = db[c] = 0.0f;
         for (int n = 0; n < N; n++) {
             const float *x = inp + (int64_t)n * C, *d = dout + (int64_t)n * C;
             float m = mean[n], s = rstd[n];

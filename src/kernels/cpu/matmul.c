@@ -28,13 +28,13 @@ void mt_matmul_forward(float *out, const float *inp, const float *w, const float
 }
 
 void mt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                        const float *w, int N, int C, int OC, int accumulate)
+                        const float *w, int N, int C, int OC, int add)
 {
     if (dinp) /* dinp (N,C) = dout (N,OC) @ w^T */
-        mt_gemm(0, 1, N, C, OC, 1.0f, dout, OC, w, OC, accumulate ? 1.0f : 0.0f, dinp, C, 0);
-    /* dw (C,OC) += inp^T (C,N) @ dout (N,OC) */
+        mt_gemm(0, 1, N, C, OC, 1.0f, dout, OC, w, OC, (add & MT_ADD_DINP) ? 1.0f : 0.0f, dinp, C, 0);
+    /* dw (C,OC) = inp^T (C,N) @ dout (N,OC) */
     if (dw)
-        mt_gemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, OC, 0);
+        mt_gemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, (add & MT_ADD_DW) ? 1.0f : 0.0f, dw, OC, 0);
     if (dbias)
-        mt_colsum_acc(dbias, dout, N, OC);
+        mt_colsum(dbias, dout, N, OC, add & MT_ADD_DW);
 }

@@ -25,19 +25,23 @@ void mt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int3
 /* Per row: out = (x - mean) * rstd * w + b, eps 1e-5.  mean, rstd: (N) saved for backward. */
 void mt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                           const float *w, const float *b, int N, int C);
-/* dinp += ..., dw += ..., db += ...: two independent halves; dinp NULL skips the first,
- * dw NULL (and db) the second (a weight-gradient pass run apart, same bits). */
+/* dinp += ..., dw and db += ... (add 1) or = ... (add 0: their old contents are ignored, the
+ * same bits as adding to zeros): two independent halves; dinp NULL skips the first, dw NULL
+ * (and db) the second (a weight-gradient pass run apart, same bits). */
 void mt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                           const float *w, const float *mean, const float *rstd, int N, int C);
+                           const float *w, const float *mean, const float *rstd, int N, int C, int add);
 
 /* out (N,OC) = residual + bias + inp (N,C) @ w (C,OC); residual and bias may be NULL.
  * `out` may alias `residual`. */
 void mt_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                        const float *residual, int N, int C, int OC);
-/* dinp (N,C) = dout @ w^T (+= if accumulate); dw (C,OC) += inp^T @ dout; dbias += colsum(dout).
- * dinp, dw and dbias may be NULL (the input and weight halves run apart give the same bits). */
+/* dinp (N,C) = dout @ w^T; dw (C,OC) = inp^T @ dout; dbias = colsum(dout); each "=" is "+="
+ * where `add` has its flag (MT_ADD_DINP, MT_ADD_DW for dw and dbias).  Assigning gives the
+ * bits of adding to zeros, without zeroing first.  dinp, dw and dbias may be NULL (the input
+ * and weight halves run apart give the same bits). */
+enum { MT_ADD_DINP = 1, MT_ADD_DW = 2 };
 void mt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                        const float *w, int N, int C, int OC, int accumulate);
+                        const float *w, int N, int C, int OC, int add);
 
 /* Causal multi-head self-attention.  qkv (B,T,3C) holds q, k, v; out (B,T,C);
  * att (B,NH,T,T) keeps the softmax probabilities for backward (upper triangle zero). */
@@ -58,8 +62,9 @@ void mt_gelu_backward(float *dinp, const float *inp, const float *dout, int64_t 
 double mt_crossentropy_fused(float *logits, float *losses, const int32_t *targets, int N, int V,
                              float dscale);
 
-/* acc[c] += sum over rows n of x[n,c], rows in order (column sums: bias gradients). */
-void mt_colsum_acc(float *acc, const float *x, int N, int C);
+/* out[c] (+= if add, else =) the sum over rows n of x[n,c], rows in order (column sums: bias
+ * gradients; assigning gives the bits of adding to zeros). */
+void mt_colsum(float *out, const float *x, int N, int C, int add);
 /* Inside a parallel region: this thread's contiguous range of C channels. */
 void mt_channel_range(int C, int *c0, int *c1);
 
