@@ -150,6 +150,16 @@ static void test_group(MtGroupKind g, const MtLayout *l, int64_t n)
         bad = 0;
         for (int64_t i = 0; i < n; i++) bad += out[i] != exact(members[prev], i);
         CHECK(bad == 0, "isend/irecv ring on %s: %d wrong", mt_group_name(g), bad);
+        /* finished requests are reused, not allocated again (a steady step allocates none) */
+        int64_t made = mt_comm_requests_made(C);
+        for (int k = 0; k < 3; k++) {
+            rr = mt_irecv(C, g, out, n, prev, 8);
+            rs = mt_isend(C, g, buf, n, next, 8);
+            mt_wait(C, rs);
+            mt_wait(C, rr);
+        }
+        CHECK(mt_comm_requests_made(C) == made, "requests on %s: %lld allocated after the first pair finished",
+              mt_group_name(g), (long long)(mt_comm_requests_made(C) - made));
     }
 
     /* non-blocking reductions, both paths (the fixed order finished by polling): exact sums,

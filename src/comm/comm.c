@@ -32,6 +32,7 @@ struct MtRequest {
     int64_t n, bytes;
     double start;
     int done, peer;
+    MtRequest *next_free; /* in the comm's pool once finished */
 };
 
 struct MtComm {
@@ -45,6 +46,8 @@ struct MtComm {
     MPI_Comm second[MT_NGROUPS];
     MtRequest *queue[256];
     int nqueue;
+    MtRequest *free_reqs; /* finished requests, reused: a steady step allocates none */
+    int64_t reqs_made;    /* requests ever allocated */
     int grank[MT_NGROUPS], gsize[MT_NGROUPS];
     int64_t bytes[MT_NGROUPS][MT_NOPS]; /* since the last reset */
     int64_t total[MT_NGROUPS];          /* over the whole run */
@@ -247,6 +250,11 @@ void mt_comm_finalize(MtComm *c)
             MPI_Comm_free(&c->groups[g]);
         if (c->second[g] != MPI_COMM_NULL)
             MPI_Comm_free(&c->second[g]);
+    }
+    while (c->free_reqs) {
+        MtRequest *r = c->free_reqs;
+        c->free_reqs = r->next_free;
+        free(r);
     }
     free(c->events);
     free(c->scratch);
@@ -509,7 +517,11 @@ void mt_recv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer)
 
 static MtRequest *request(MtComm *c, MtGroupKind g, MtOp op, int64_t n, int root, int collective)
 {
-    MtRequest *r = calloc(1, sizeof *r);
+    MtRequest *r = c->free_reqs;
+    if (r)
+        c->free_reqs = r->next_free;
+    else if ((r = malloc(sizeof *r)))
+        c->reqs_made++;
     MT_ASSERT(r, "out of memory");
     double t = begin(c, g, op, n, root, collective);
     inflight = 0; /* posting does not wait; mt_wait does */
@@ -598,13 +610,16 @@ MtRequest *mt_irecv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer, i
     return r;
 }
 
+int64_t mt_comm_requests_made(const MtComm *c) { return c->reqs_made; }
+
 static void finish(MtRequest *r)
 {
     record(r->comm, r->group, r->op, r->n, r->bytes, r->start);
     free(r->counts);
     free(r->xc);
     free(r->rows);
-    free(r);
+    r->next_free = r->comm->free_reqs;
+    r->comm->free_reqs = r;
 }
 
 /* Sums the exchanged rows of a fixed-order reduction whose exchange has completed; a

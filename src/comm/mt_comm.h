@@ -84,6 +84,9 @@ MtRequest *mt_iallgather(MtComm *c, MtGroupKind g, const float *in, float *out, 
 MtRequest *mt_isend(MtComm *c, MtGroupKind g, const float *buf, int64_t n, int peer, int tag);
 MtRequest *mt_irecv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer, int tag);
 void mt_wait(MtComm *c, MtRequest *r);
+/* How many request structs the comm has allocated: a finished request (waited or tested
+ * true) goes back to its pool, so a steady step allocates none. */
+int64_t mt_comm_requests_made(const MtComm *c);
 int mt_test(MtComm *c, MtRequest *r);
 
 /* Pure helpers. */
