@@ -1,0 +1,121 @@
+/* tp_split.c - tensor parallelism's placements: which part of each parameter a tp rank
+ * holds (pure; see mt_tp.h). */
+#include "mt_tp.h"
+
+#include <string.h>
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+MtTpSplit mt_tp_split(const MtParam *p)
+{
+    if (strcmp(p->name, "transformer.wte.weight") == 0)
+        return MT_TP_VOCAB;
+    if (strstr(p->name, ".attn.c_attn."))
+        return MT_TP_HEADS;
+    if (strstr(p->name, ".mlp.c_fc."))
+        return MT_TP_COLUMNS;
+    if ((strstr(p->name, ".attn.c_proj.") || strstr(p->name, ".mlp.c_proj.")) && ends_with(p->name, ".weight"))
+        return MT_TP_ROWS;
+    return MT_TP_REPLICATED;
+}
+
+const char *mt_tp_split_name(MtTpSplit s)
+{
+    static const char *names[] = {"replicated", "columns", "heads", "rows", "vocabulary"};
+    return s >= MT_TP_REPLICATED && s <= MT_TP_VOCAB ? names[s] : "?";
+}
+
+MtStatus mt_tp_check(const MtConfig *cfg, int N)
+{
+    if (N < 1)
+        return mt_error(MT_EINPUT, "--tp %d must be 1 or more", N);
+    if (cfg->NH % N != 0)
+        return mt_error(MT_EINPUT, "--tp %d must divide the %d heads (each rank computes whole heads)", N, cfg->NH);
+    if ((4 * cfg->C) % N != 0)
+        return mt_error(MT_EINPUT, "--tp %d must divide the MLP width 4 x %d = %d", N, cfg->C, 4 * cfg->C);
+    return MT_OK;
+}
+
+int64_t mt_tp_vocab_padded(int64_t V, int64_t multiple) { return (V + multiple - 1) / multiple * multiple; }
+
+/* rows and columns of a parameter as a matrix (a vector is one row) */
+static int64_t nrows(const MtParam *p) { return p->ndim == 2 ? p->shape[0] : 1; }
+static int64_t ncols(const MtParam *p) { return p->ndim == 2 ? p->shape[1] : p->shape[0]; }
+
+int64_t mt_tp_local_numel(const MtParam *p, int N, int64_t Vp)
+{
+    switch (mt_tp_split(p)) {
+    case MT_TP_REPLICATED:
+        return p->numel;
+    case MT_TP_VOCAB:
+        return Vp / N * ncols(p);
+    default:
+        return p->numel / N;
+    }
+}
+
+int mt_tp_nruns(const MtParam *p, int N)
+{
+    switch (mt_tp_split(p)) {
+    case MT_TP_COLUMNS:
+        return N > 1 ? (int)nrows(p) : 1;
+    case MT_TP_HEADS:
+        return N > 1 ? 3 * (int)nrows(p) : 1;
+    default:
+        return 1;
+    }
+}
+
+void mt_tp_run(const MtParam *p, int N, int r, int64_t Vp, int k, int64_t *begin, int64_t *end, int64_t *at)
+{
+    int64_t R = nrows(p), OC = ncols(p);
+    MtTpSplit s = N > 1 ? mt_tp_split(p) : MT_TP_REPLICATED;
+    *begin = *end = *at = 0;
+    switch (s) {
+    case MT_TP_REPLICATED:
+        *begin = 0;
+        *end = p->numel;
+        return;
+    case MT_TP_ROWS: /* rows [r R/N, (r+1) R/N) in one piece */
+        *begin = r * (R / N) * OC;
+        *end = *begin + (R / N) * OC;
+        return;
+    case MT_TP_VOCAB: { /* the real rows of [r Vp/N, (r+1) Vp/N); the rest is padding */
+        int64_t lo = r * (Vp / N), hi = lo + Vp / N;
+        lo = lo < R ? lo : R;
+        hi = hi < R ? hi : R;
+        *begin = lo * OC;
+        *end = hi * OC;
+        return;
+    }
+    case MT_TP_COLUMNS: { /* row k's columns [r OC/N, (r+1) OC/N) */
+        int64_t w = OC / N;
+        *begin = k * OC + r * w;
+        *end = *begin + w;
+        *at = k * w;
+        return;
+    }
+    case MT_TP_HEADS: { /* row k/3's part k%3 (q, k or v): columns [r C/N, (r+1) C/N) of it */
+        int64_t C = OC / 3, w = C / N, row = k / 3, part = k % 3;
+        *begin = row * OC + part * C + r * w;
+        *end = *begin + w;
+        *at = row * 3 * w + part * w;
+        return;
+    }
+    }
+}
+
+void mt_tp_init_slice(const MtParam *p, int L, uint64_t seed, int N, int r, int64_t Vp, float *dst)
+{
+    memset(dst, 0, sizeof(float) * (size_t)mt_tp_local_numel(p, N, Vp));
+    for (int k = 0; k < mt_tp_nruns(p, N); k++) {
+        int64_t b, e, at;
+        mt_tp_run(p, N, r, Vp, k, &b, &e, &at);
+        if (e > b)
+            mt_param_init(p, L, seed, b, e, dst + at);
+    }
+}
