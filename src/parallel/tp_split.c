@@ -4,12 +4,6 @@
 
 #include <string.h>
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 MtTpSplit mt_tp_split(const MtParam *p)
 {
     if (strcmp(p->name, "transformer.wte.weight") == 0)
@@ -18,7 +12,7 @@ MtTpSplit mt_tp_split(const MtParam *p)
         return MT_TP_HEADS;
     if (strstr(p->name, ".mlp.c_fc."))
         return MT_TP_COLUMNS;
-    if ((strstr(p->name, ".attn.c_proj.") || strstr(p->name, ".mlp.c_proj.")) && ends_with(p->name, ".weight"))
+    if (strstr(p->name, ".c_proj.weight")) /* attn.c_proj and mlp.c_proj; their biases are replicated */
         return MT_TP_ROWS;
     return MT_TP_REPLICATED;
 }
