@@ -112,6 +112,12 @@ typedef struct {
     /* called between the kernels of a block (a pipeline progresses its transfers there) */
     void (*poll)(void *ctx);
     void *poll_ctx;
+    /* tensor parallelism (mt_tp.h): NULL computes the whole model; else this rank's heads,
+     * MLP columns and vocabulary rows, its buffers sized for them, plus the blocked sums'
+     * scratch: tpsum (N C), tptmp (tree buffers of N C), tpmx (N), tpstats (4 N) and
+     * tpgather (4 N x ranks) */
+    const struct MtTpCtx *tp;
+    float *tpsum, *tptmp[8], *tpmx, *tpstats, *tpgather;
 } MtActs;
 
 /* --recompute: none; attn recomputes the attention probabilities (B,NH,T,T) in each
@@ -127,6 +133,7 @@ typedef struct {
     int embed, head, input, scratch;
     int recompute;  /* MT_RECOMPUTE_*: which per-layer buffers are shared */
     int rc_buffers; /* the set holds the shared buffers (else mt_acts_share links another's) */
+    const struct MtTpCtx *tp; /* tensor parallelism: this rank's sizes (NULL: whole) */
 } MtActsShape;
 /* Points a's shared per-layer buffers at those of `from` (which holds them). */
 void mt_acts_share(MtActs *a, const MtActs *from);

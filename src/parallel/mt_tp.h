@@ -1,5 +1,6 @@
-/* mt_tp.h - tensor parallelism's placements: how each parameter is split over a tp group
- * of N ranks, as pure arithmetic (no MPI).  A first piece of issue 9: nothing runs tp yet.
+/* mt_tp.h - tensor parallelism: how each parameter is split over a tp group of N ranks,
+ * and each rank's share of the split products, as pure arithmetic (no MPI; the engine that
+ * runs it over a communicator is mt_tpe.h).
  *
  * Megatron's splits, in the Hugging Face Conv1D layout (weights [in, out], y = x W + b):
  *   MT_TP_COLUMNS  mlp.c_fc (weight and bias): rank r holds output columns
@@ -53,5 +54,82 @@ void mt_tp_run(const MtParam *p, int N, int r, int64_t Vp, int k, int64_t *begin
 /* Rank r's slice initialised alone: element for element what mt_param_init gives the
  * whole tensor (a pure function of the full element index), padding rows zero. */
 void mt_tp_init_slice(const MtParam *p, int L, uint64_t seed, int N, int r, int64_t Vp, float *dst);
+
+/* ---- the split products (tp_ops.c) ----
+ *
+ * A rank computes with its slices: heads [r NH/N, (r+1) NH/N) of attention, columns
+ * [r 4C/N, (r+1) 4C/N) of the MLP, vocabulary rows [r Vp/N, (r+1) Vp/N) of wte.  Column
+ * splits are exact by nature (each output element is the whole model's).  Every sum whose
+ * terms are split is defined as K fixed blocks of the split dimension (heads, columns,
+ * vocabulary rows), each block's partial computed alone, the K partials added as a
+ * balanced pairwise tree S(lo, hi) = S(lo, mid) + S(mid, hi), mid = lo + (hi - lo) / 2.
+ * With N dividing K (both powers of two), rank r's K/N blocks are the whole subtree
+ * [r K/N, (r+1) K/N); the fixed-order all-reduce of the communication layer, which sums
+ * the ranks in the same pairwise order, forms the upper levels, so any N gives the bits of
+ * one device with the same K.  The split sums:
+ *   row-parallel forward      out = (resid + bias) + S, S = sum over blocks of inp_j @ W_j
+ *                             (attn.c_proj: blocks of heads; mlp.c_proj: of columns);
+ *   column-parallel input grad dinp = sum over blocks of dout_j @ W_j^T (c_attn: the q, k
+ *                             and v columns of a block of heads, three products added in
+ *                             that order; c_fc: a block of columns);
+ *   the head's input gradient dlnf = sum over blocks of dlogits_j @ wte_j (vocabulary);
+ *   the sum of exponentials   of the cross-entropy (double, each block in column order).
+ * Scratch: each tree needs ceil(log2(K/N)) buffers of the output's size.
+ */
+typedef struct MtTpCtx {
+    int N, r;   /* ranks in the tp group, this rank */
+    int K;      /* blocks of every split sum; N divides K */
+    int64_t Vp; /* padded vocabulary: a multiple of 64 K, rows >= V are zero padding */
+    /* over the tp group; NULL when N == 1.  allreduce: sum in the pairwise order over
+     * group ranks.  allgather: in (n floats) from every rank, rank-major in out (N n). */
+    void (*allreduce)(void *comm, float *buf, int64_t n);
+    void (*allgather)(void *comm, const float *in, float *out, int64_t n);
+    void *comm;
+} MtTpCtx;
+
+/* The padded vocabulary of K blocks: V rounded up to a multiple of 64 K. */
+static inline int64_t mt_tp_vocab_of(int64_t V, int K) { return mt_tp_vocab_padded(V, 64 * (int64_t)K); }
+/* ceil(log2(n)): the tree buffers of n blocks */
+int mt_tp_tree_depth(int n);
+
+/* S (N,OC) = sum over the nb blocks of inp (N, Kin) @ w (Kin, OC), block j being input
+ * rows [j Kin/nb, (j+1) Kin/nb); tmp: mt_tp_tree_depth(nb) buffers of N OC floats. */
+void mt_tp_rowpar_sum(float *S, float **tmp, const float *inp, const float *w, int N, int Kin, int OC, int nb);
+/* out (N,OC) = (resid + bias) + S, either of resid and bias NULL; out may alias resid. */
+void mt_tp_rowpar_finish(float *out, const float *S, const float *bias, const float *resid, int N, int OC);
+/* S (N,C) = sum over the nb blocks of dout (N, OC) @ w (C, OC)^T.  heads 0: block j is
+ * columns [j OC/nb, (j+1) OC/nb); heads 1: OC = 3 Cl holds q | k | v and block j is the
+ * columns [j Cl/nb, (j+1) Cl/nb) of each, three products added in the order q, k, v. */
+void mt_tp_colpar_dinp(float *S, float **tmp, const float *dout, const float *w, int N, int C, int OC, int nb,
+                       int heads);
+/* S (N,C) = sum over the nb blocks of dlogits (N, Vl) @ wte (Vl, C), block j being rows
+ * [j Vl/nb, (j+1) Vl/nb). */
+void mt_tp_vocab_dinp(float *S, float **tmp, const float *dlogits, const float *wte, int N, int C, int Vl, int nb);
+/* Adds buffers in place as the pairwise tree over nb of them: parts[0] = S(0, nb). */
+void mt_tp_tree_add(float **parts, int nb, int64_t n);
+
+/* The embedding over vocabulary rows [v0, v0 + Vl): out[n] = wte[tokens[n] - v0] for the
+ * rank's own tokens, 0 for the others (then summed over the group, and wpe added by
+ * mt_tp_embed_finish); backward: dwte rows += dout for the rank's tokens, in row order. */
+void mt_tp_embed_lookup(float *out, const int32_t *tokens, const float *wte, int64_t v0, int64_t Vl, int N, int C);
+void mt_tp_embed_finish(float *out, const float *wpe, int B, int T, int C);
+void mt_tp_embed_backward(float *dwte, const float *dout, const int32_t *tokens, int64_t v0, int64_t Vl, int N, int C);
+
+/* The vocabulary-parallel cross-entropy, in three steps around two all-gathers.  logits
+ * (N, Vl) hold columns [v0, v0 + Vl) of the padded vocabulary; columns >= V are padding
+ * (masked).  1: each row's max over the rank's real columns (-inf if none), into mx (N). */
+void mt_tp_xent_max(float *mx, const float *logits, int64_t v0, int64_t Vl, int64_t V, int N);
+/* the maxima over ranks of the all-gathered row maxima (nranks x N) */
+void mt_tp_xent_reduce_max(float *mx, const float *all, int nranks, int N);
+/* 2: given the row maxima mx (N), stats (4 floats per row): the sum of exp(x - mx) over the
+ * rank's real columns as the tree over its nb blocks (a double, in the first two floats),
+ * then the target logit if v0 <= target < v0 + Vl, else 0, then 0. */
+void mt_tp_xent_sums(float *stats, const float *logits, const float *mx, const int32_t *targets, int64_t v0,
+                     int64_t Vl, int64_t V, int N, int nb);
+/* 3: the ranks' stats (rank-major, nranks x N x 4) combined (sums as the pairwise tree
+ * over ranks, target logits added) into losses (N); if dscale != 0 the logits are replaced
+ * by dscale (p - onehot), padding 0.  Returns the sum of the losses in row order. */
+double mt_tp_xent_finish(float *logits, float *losses, const float *all_stats, int nranks, const float *mx,
+                         const int32_t *targets, int64_t v0, int64_t Vl, int64_t V, int N, float dscale);
 
 #endif
