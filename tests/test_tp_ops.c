@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "mt_kernels.h"
+#include "mt_optim.h"
 #include "mt_rng.h"
 #include "mt_gemm.h"
 #include "mt_tp.h"
@@ -310,6 +311,43 @@ static void check_order_matters(void)
     free(lr);
 }
 
+/* the gradient norm: N ranks' parts combined give one device's sum of squares with K blocks */
+static void check_norm(void)
+{
+    MtConfig cfg = {.V = V, .T = T, .L = 2, .NH = NH, .C = C};
+    int np = mt_param_count(&cfg);
+    MtParam *whole = calloc((size_t)np, sizeof(MtParam)), *loc = calloc((size_t)np, sizeof(MtParam));
+    for (int K = 1; K <= 4; K *= 2) {
+        int64_t Vp = mt_tp_vocab_of(V, K), n1 = mt_tp_local_table(&cfg, 1, Vp, whole);
+        float *g = rnd(n1, 40);
+        for (int64_t i = (int64_t)V * C; i < Vp * C; i++)
+            g[i] = 0.0f;
+        double one[64 + 12 * 2], *all = malloc(sizeof(double) * 4 * (size_t)np);
+        mt_tp_sumsq_parts(whole, np, g, K, one);
+        double want = mt_tp_sumsq_combine(whole, np, one, 1);
+        double plain = mt_grad_sumsq(whole, np, g);
+        CHECK(fabs(want - plain) <= 1e-12 * plain, "K=%d norm %.17g off the plain sum %.17g", K, want, plain);
+        for (int N = 1; N <= K; N *= 2) {
+            int64_t nl = mt_tp_local_table(&cfg, N, Vp, loc);
+            for (int r = 0; r < N; r++) {
+                float *gl = calloc((size_t)nl, sizeof(float));
+                for (int i = 0; i < np; i++) {
+                    float *sl = slice(&whole[i], N, r, Vp, g + whole[i].offset);
+                    CHECK(mt_tp_local_numel(&whole[i], N, Vp) == loc[i].numel, "local table numel of %s", loc[i].name);
+                    memcpy(gl + loc[i].offset, sl, sizeof(float) * (size_t)loc[i].numel);
+                    free(sl);
+                }
+                mt_tp_sumsq_parts(loc, np, gl, K / N, all + (int64_t)r * np);
+                free(gl);
+            }
+            double got = mt_tp_sumsq_combine(loc, np, all, N);
+            CHECK(memcmp(&got, &want, sizeof got) == 0, "norm N=%d K=%d: %.17g, one device %.17g", N, K, got, want);
+        }
+        free(g), free(all);
+    }
+    free(whole), free(loc);
+}
+
 int main(void)
 {
     mt_kernels_set_threads(1);
@@ -320,5 +358,6 @@ int main(void)
     check_exact_splits();
     check_vocab();
     check_order_matters();
+    check_norm();
     return mt_test_done("test_tp_ops");
 }

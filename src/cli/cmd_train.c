@@ -12,6 +12,7 @@
 #include "mt_comm.h"
 #include "mt_dp.h"
 #include "mt_pipeline.h"
+#include "mt_tp_engine.h"
 #include "mt_launch.h"
 #include "mt_cli.h"
 #include "mt_fsutil.h"
@@ -24,7 +25,7 @@ typedef struct {
     const char *data, *save, *resume, *log_json, *trace;
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
-    int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm;
+    int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks;
     float comm_timeout, bucket_mb;
     const char *schedule, *stage_layers, *recompute_mode;
     uint64_t seed;
@@ -46,8 +47,13 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
     MtStatus s = mt_layout_check(&l, world, cfg->NH, cfg->L, a->zero, a->schedule);
     if (s != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
-    if (a->tp > 1)
-        return mt_error(MT_EINPUT, "meshtrain train: --tp %d: tensor parallelism is not built yet", a->tp);
+    if (a->tp > 1 && (a->dp > 1 || a->pp > 1))
+        return mt_error(MT_EINPUT, "meshtrain train: --tp %d with --dp %d --pp %d: tensor parallelism combined with "
+                        "other techniques is not built yet (issue 10); use --tp alone", a->tp, a->dp, a->pp);
+    if (a->tp_blocks != 0 && (a->dp > 1 || a->pp > 1))
+        return mt_error(MT_EINPUT, "meshtrain train: --tp-blocks with --dp or --pp is not built yet (issue 10)");
+    if ((s = mt_tpe_check(cfg, a->tp, a->tp_blocks)) != MT_OK)
+        return mt_error_prefix(s, "meshtrain train");
     if (a->pp > 1 && a->dp > 1)
         return mt_error(MT_EINPUT, "meshtrain train: --pp %d with --dp %d: pipelines combined with data parallelism "
                         "are not built yet (issue 10); use one or the other", a->pp, a->dp);
@@ -56,8 +62,10 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
                         a->zero);
     if (!(a->bucket_mb >= 0.0f && a->bucket_mb <= 4096.0f))
         return mt_error(MT_EINPUT, "meshtrain train: --bucket-mb %g must be between 0 and 4096", a->bucket_mb);
-    if (a->seqpar)
+    if (a->seqpar && a->tp == 1)
         return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel needs --tp > 1");
+    if (a->seqpar)
+        return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel is not built yet (issue 9 continues)");
     if (recompute_mode(a->recompute_mode) < 0)
         return mt_error(MT_EINPUT, "meshtrain train: --recompute %s: must be none, attn or full", a->recompute_mode);
     if (a->pp == 1 && (a->vstages != 1 || a->stage_layers))
@@ -124,7 +132,8 @@ static void fmt_eta(char *out, size_t n, double sec)
  * activations, peak) and the bytes sent per group (dp, tp, pp). */
 #define RANK_FIELDS 9
 
-static void rank_fields(const MtTrainer *tr, const MtComm *c, const MtDp *dp, const MtPipe *pp, int64_t *f)
+static void rank_fields(const MtTrainer *tr, const MtComm *c, const MtDp *dp, const MtPipe *pp, const MtTpe *tp,
+                        int64_t *f)
 {
     const MtMem *m = &tr->mem;
     f[0] = m->peak[MT_MEM_PARAMS];
@@ -136,7 +145,7 @@ static void rank_fields(const MtTrainer *tr, const MtComm *c, const MtDp *dp, co
                    mt_comm_group_bytes(c, MT_GROUP_DP_REPLICA) : 0;
     f[6] = c ? mt_comm_group_bytes(c, MT_GROUP_TP) : 0;
     f[7] = c ? mt_comm_group_bytes(c, MT_GROUP_PP) + mt_comm_group_bytes(c, MT_GROUP_EMBED) : 0;
-    f[8] = dp ? (int64_t)(dp->comm_s * 1e6) : pp ? (int64_t)(pp->comm_s * 1e6) : 0; /* microseconds */
+    f[8] = (int64_t)(1e6 * (dp ? dp->comm_s : pp ? pp->comm_s : tp ? tp->comm_s : 0.0)); /* microseconds */
 }
 
 static void log_json(FILE *f, const MtTrainer *tr, const MtStepStats *st, double ms, double tps,
@@ -196,12 +205,16 @@ static void rss_report(MtComm *c, const char *what, int64_t before)
 /* Saves a checkpoint; with sharded state every rank first gathers the whole arrays
  * (collective), then rank 0 writes; a pipeline streams its stages' tensors to rank 0.
  * Returns 0 or the exit status. */
-static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, const char *dir, int root)
+static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, const char *dir, int root)
 {
     const MtTrainConfig *tc = &tr->tc;
     float *P = tr->params, *M = tr->m, *V = tr->v, *full = NULL;
     MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro, .seq = tc->seq,
                        .oc = tc->oc};
+    if (tp) {
+        MtStatus s = mt_tpe_save(tp, dir, &ts);
+        return s == MT_OK ? 0 : root ? mt_cli_fail(s) : 1;
+    }
     if (pp) {
         int64_t before = mt_mem_rss_mark();
         MtStatus s = mt_pipe_save(pp, dir, &ts);
@@ -346,6 +359,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"microbatches", FLAG_INT, &a.microbatches, "pipeline micro-batches"},
         {"virtual-stages", FLAG_INT, &a.vstages, "interleaved stages per rank"},
         {"sequence-parallel", FLAG_BOOL, &a.seqpar, "sequence parallelism with TP"},
+        {"tp-blocks", FLAG_INT, &a.tp_blocks, "bit-exact TP: every split sum as K fixed blocks (a power of two, a multiple of --tp; 0: K = --tp)"},
         {"recompute", FLAG_STR, &a.recompute_mode, "activation recomputation: none attn full"},
         {"stage-layers", FLAG_STR, &a.stage_layers, "blocks per pipeline stage, e.g. 3,2,2 (default: even, first stages take the extra)"},
         {"deterministic", FLAG_BOOL, &a.deterministic, "fixed-order reductions (the default; kept for clarity)"},
@@ -480,7 +494,11 @@ int mt_cmd_train(int full_argc, char **full_argv)
         mt_comm_mesh(comm, &l);
     }
     int root = !comm || mt_comm_rank(comm) == 0;
-    if (comm && a.pp > 1)
+    int use_tp = a.tp > 1 || a.tp_blocks > 0;
+    MtTpe tpe = {0}, *tpp = NULL;
+    if (use_tp)
+        mt_tpe_setup(&tpe, comm, &tc, a.tp, a.tp_blocks);
+    else if (comm && a.pp > 1)
         mt_pipe_configure(&tc, &po, a.pp, mt_comm_group_rank(comm, MT_GROUP_PP));
     else if (comm)
         mt_dp_configure(&tc, a.dp, a.shard, a.zero, !a.fast_comm);
@@ -495,7 +513,13 @@ int mt_cmd_train(int full_argc, char **full_argv)
         rc = mt_cli_fail(mt_error_prefix(fields ? s : MT_ENOMEM, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
         goto out_data;
     }
-    if (comm && a.pp > 1) {
+    if (use_tp) {
+        if ((s = mt_tpe_init(&tpe, &tr)) != MT_OK) {
+            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
+            goto out_trainer;
+        }
+        tpp = &tpe;
+    } else if (comm && a.pp > 1) {
         if ((s = mt_pipe_init(&pipe, &tr, comm, &po)) != MT_OK) {
             rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
             goto out_trainer;
@@ -510,7 +534,13 @@ int mt_cmd_train(int full_argc, char **full_argv)
         }
         dpp = &dpe;
     }
-    if (a.resume && pp) { /* each stage reads its own tensors only */
+    if (a.resume && tpp) { /* each rank keeps its slices */
+        if ((s = mt_tpe_load(tpp, a.resume)) != MT_OK) {
+            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
+            goto out_trainer;
+        }
+        tr.step = rs.step;
+    } else if (a.resume && pp) { /* each stage reads its own tensors only */
         int64_t before = mt_mem_rss_mark();
         if ((s = mt_pipe_load(pp, a.resume)) != MT_OK) {
             rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
@@ -557,6 +587,10 @@ int mt_cmd_train(int full_argc, char **full_argv)
            tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.T, tc.cfg.V, tr.nfloats / 1e6);
     printf("  batch %d x %d tokens (micro-batch %d), %d steps from step %lld, %d threads, %s\n",
            tc.batch, tc.seq, tc.micro, a.steps, (long long)tr.step, tc.threads, mt_gemm_name());
+    if (tpp)
+        printf("  tensor parallel: tp %d, %d blocks per split sum, vocabulary padded to %lld; logits %.2f MiB per rank "
+               "(micro-batch x %d x %lld)\n", tpe.ctx.N, tpe.ctx.K, (long long)tpe.ctx.Vp,
+               mt_tpe_logits_floats(&tpe) * 4.0 / 1048576.0, tc.seq, (long long)(tpe.ctx.Vp / tpe.ctx.N));
     printf("  memory: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
            tr.mem.cur[MT_MEM_PARAMS] / 1048576.0, tr.mem.cur[MT_MEM_GRADS] / 1048576.0,
            tr.mem.cur[MT_MEM_OPTIM] / 1048576.0, tr.mem.cur[MT_MEM_ACTS] / 1048576.0);
@@ -569,7 +603,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
         if (comm)
             mt_comm_reset_counters(comm);
         double t0 = mt_now();
-        if (pp)
+        if (tpp)
+            mt_tpe_step(tpp, &train, &st);
+        else if (pp)
             mt_pipe_step(pp, &train, &st);
         else if (dpp)
             mt_dp_step(dpp, &train, &st);
@@ -587,13 +623,15 @@ int mt_cmd_train(int full_argc, char **full_argv)
         double tps = (double)tc.batch * tc.seq / dt;
         if (dpp)
             exposed_total += dpp->comm_s;
+        if (tpp)
+            exposed_total += tpp->comm_s;
         if (pp) {
             exposed_total += pp->comm_s;
             if (timed > 1) /* the first step faults its memory in */
                 bubble_total += pp->bubble;
         }
         if (a.log_json) { /* this step's figures, before an evaluation adds to them */
-            rank_fields(&tr, comm, dpp, pp, fields);
+            rank_fields(&tr, comm, dpp, pp, tpp, fields);
             if (comm)
                 mt_comm_gather_i64(comm, fields, RANK_FIELDS, fields);
         }
@@ -616,15 +654,18 @@ int mt_cmd_train(int full_argc, char **full_argv)
         if (last && tr.step != a.steps)
             break; /* --exit-interval */
         if (a.save && a.save_every > 0 && tr.step % a.save_every == 0 && !last &&
-            (rc = save(&tr, dpp, pp, a.save, root)) != 0)
+            (rc = save(&tr, dpp, pp, tpp, a.save, root)) != 0)
             break;
     }
-    if (rc == 0 && a.save && (rc = save(&tr, dpp, pp, a.save, root)) == 0)
+    if (rc == 0 && a.save && (rc = save(&tr, dpp, pp, tpp, a.save, root)) == 0)
         printf("saved checkpoint %s (step %lld)\n", a.save, (long long)tr.step);
     if (timed > 0)
         printf("done: %lld steps, %.1f ms/step on average\n", (long long)timed, 1e3 * t_total / timed);
     if (timed > 0 && pp)
         pipe_summary(pp, timed > 1 ? bubble_total / (timed - 1) : pp->bubble, 1e3 * exposed_total / timed);
+    if (timed > 0 && tpp && comm)
+        printf("rank 0: %.1f ms/step inside tensor-parallel collectives (%.1f%% of the step, not overlapped)\n",
+               1e3 * exposed_total / timed, 100.0 * exposed_total / t_total);
     if (timed > 0 && dpp)
         printf("rank 0: %.1f ms/step inside communication calls during the step (%.1f%% of it, not overlapped)\n",
                1e3 * exposed_total / timed, 100.0 * exposed_total / t_total);
@@ -633,6 +674,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (jf)
         fclose(jf);
 out_trainer:
+    if (tpp)
+        mt_tpe_free(tpp);
     if (dpp)
         mt_dp_free(dpp);
     if (pp)

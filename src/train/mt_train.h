@@ -35,6 +35,10 @@ typedef struct {
     int acts_none;            /* the technique allocates activations (pipeline stages): no whole-model set */
     int recompute;            /* MT_RECOMPUTE_NONE, _ATTN or _FULL (mt_model.h) */
     int64_t fail_alloc_after; /* tests: > 0 makes that allocation (1-based) fail; 0 never */
+    /* Tensor parallelism (mt_tp.h): the trainer holds this rank's slices (mt_tp_local_table,
+     * each initialised alone by mt_tp_init_slice) and its activations carry the context.
+     * The norm is the technique's (mt_trainer_apply).  NULL: the whole model. */
+    const struct MtTpCtx *tp;
 } MtTrainConfig;
 
 #define MT_MAX_TREE 32
@@ -85,6 +89,8 @@ float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf);
 float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, const MtUnitHooks *h);
 /* Clip, AdamW, step += 1. */
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st);
+/* The same with the gradient norm given (a technique that sums it over ranks). */
+void mt_trainer_apply(MtTrainer *tr, double norm, MtStepStats *st);
 /* Fetches the step's batch from data and runs forward_backward + update. */
 void mt_trainer_step(MtTrainer *tr, const MtTokens *data, MtStepStats *st);
 /* Windows done.. of nwin (at most a micro-batch of them) into tr->inputs / tr->targets:

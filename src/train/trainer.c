@@ -7,6 +7,7 @@
 
 #include "mt_gemm.h"
 #include "mt_kernels.h"
+#include "mt_tp.h"
 
 static MtStatus check(const MtTrainConfig *tc)
 {
@@ -63,7 +64,10 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     tr->targets = malloc(sizeof(int32_t) * (size_t)gb);
     if (!tr->table || !tr->inputs || !tr->targets)
         goto oom;
-    tr->nfloats = mt_param_table_aligned(cfg, tr->table, tc->unit_align > 0 ? tc->unit_align : 1);
+    if (tc->tp)
+        tr->nfloats = mt_tp_local_table(cfg, tc->tp->N, tc->tp->Vp, tr->table);
+    else
+        tr->nfloats = mt_param_table_aligned(cfg, tr->table, tc->unit_align > 0 ? tc->unit_align : 1);
     tr->nunits = cfg->L + 2;
     for (int u = 0; u < tr->nunits; u++)
         mt_unit_span(tr->table, tr->nparams, u, &tr->unit_lo[u], &tr->unit_end[u]);
@@ -82,6 +86,7 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     MtActsShape sh = mt_acts_whole(cfg);
     sh.recompute = tc->recompute;
     sh.rc_buffers = 1;
+    sh.tp = tc->tp;
     MtStatus s = tc->acts_none ? MT_OK : mt_acts_alloc_shape(&tr->acts, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh);
     if (s != MT_OK) {
         mt_trainer_free(tr);
@@ -90,6 +95,17 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     if (tc->params_len > 0)
         return MT_OK; /* sharded: views and values are the technique's */
     mt_weights_view(cfg, tr->table, tr->params, &tr->w);
+    if (tc->tp) { /* each slice alone, from the whole tensor's element indices */
+        MtParam *whole = calloc((size_t)tr->nparams, sizeof(MtParam));
+        if (!whole)
+            goto oom;
+        mt_param_table(cfg, whole);
+        for (int p = 0; p < tr->nparams; p++)
+            mt_tp_init_slice(&whole[p], cfg->L, tc->seed, tc->tp->N, tc->tp->r, tc->tp->Vp,
+                             tr->params + tr->table[p].offset);
+        free(whole);
+        return MT_OK;
+    }
     for (int p = 0; p < tr->nparams; p++) {
         const MtParam *pp = &tr->table[p];
         mt_param_init(pp, cfg->L, tc->seed, 0, pp->numel, tr->params + pp->offset);
@@ -209,8 +225,12 @@ float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi)
 
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st)
 {
+    mt_trainer_apply(tr, sqrt(mt_grad_sumsq(tr->table, tr->nparams, tr->grads)), st);
+}
+
+void mt_trainer_apply(MtTrainer *tr, double norm, MtStepStats *st)
+{
     const MtOptimConfig *oc = &tr->tc.oc;
-    double norm = sqrt(mt_grad_sumsq(tr->table, tr->nparams, tr->grads));
     mt_grad_clip(tr->grads, tr->nfloats, oc->grad_clip, norm);
     float lr = mt_lr_at(oc, (int)tr->step);
     mt_adamw_step(tr->table, tr->nparams, tr->params, tr->grads, tr->m, tr->v, oc, lr,

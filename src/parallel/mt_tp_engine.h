@@ -1,0 +1,57 @@
+/* mt_tp_engine.h - tensor parallelism run over the tp group of the mesh (--tp N,
+ * --tp-blocks K).
+ *
+ * Each rank of a tp group holds its slices of the split tensors and the whole of the
+ * replicated ones (mt_tp.h), trains on the whole global batch (every rank of the group reads
+ * the same tokens), and the model's split sums meet in the group's fixed-order all-reduces:
+ * per block two in the forward (after attn.c_proj and mlp.c_proj, Megatron's g) and two in
+ * the backward (the input gradients of c_attn and c_fc, Megatron's f), one for the
+ * embedding and one for the head's input gradient, and two all-gathers of row statistics
+ * for the vocabulary-parallel loss.  With K blocks (N dividing K) every layout gives the
+ * bits of one device run with the same K; without --tp-blocks, K = N.  The replicated
+ * parameters receive the same gradients on every rank, so they stay identical without
+ * being communicated.  The gradient norm: mt_tp_sumsq_parts on each rank, all-gathered,
+ * mt_tp_sumsq_combine.
+ *
+ * Checkpoints are the single-device files: a save streams tensor by tensor to rank 0
+ * (the slices all-gathered over the group, one tensor in flight), which writes; a load has
+ * every rank read each whole tensor in turn and keep its slice.  Nothing here knows data
+ * or pipeline parallelism.
+ */
+#ifndef MT_TP_ENGINE_H
+#define MT_TP_ENGINE_H
+
+#include "mt_checkpoint.h"
+#include "mt_comm.h"
+#include "mt_tp.h"
+#include "mt_train.h"
+
+typedef struct {
+    MtTpCtx ctx;      /* what the model sees (its comm points back here) */
+    MtComm *c;        /* NULL on one rank (--tp-blocks without --tp) */
+    MtTrainer *tr;
+    MtParam *whole;   /* the whole model's table (the checkpoint's) */
+    double comm_s;    /* seconds inside the tp collectives during the last step */
+    double *parts, *all; /* the norm's per-tensor parts: this rank's, every rank's */
+    float *buf[3], *gath; /* save and load: one whole tensor of each array, one gathered */
+    int64_t most;     /* floats of the largest whole tensor */
+} MtTpe;
+
+/* Checks --tp N and --tp-blocks K (0: not given) against the model: N divides the heads
+ * and 4C; K a power of two, a multiple of N, dividing the width.  MT_EINPUT with one line. */
+MtStatus mt_tpe_check(const MtConfig *cfg, int N, int K);
+/* Before mt_trainer_init: the context for rank r of N with K blocks (0: N), and tc->tp. */
+void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K);
+/* After mt_trainer_init: buffers; MT_ENOMEM on failure (t freed). */
+MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr);
+void mt_tpe_free(MtTpe *t);
+/* One step: the global batch, forward and backward, the norm over the group, AdamW. */
+void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st);
+/* Collective over the tp group; rank 0 writes. */
+MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts);
+/* Every rank reads its slices of the parameters and moments. */
+MtStatus mt_tpe_load(MtTpe *t, const char *dir);
+/* Floats of a micro-batch's logits on this rank (micro x T x Vp / N). */
+int64_t mt_tpe_logits_floats(const MtTpe *t);
+
+#endif

@@ -1,0 +1,208 @@
+/* tp_engine.c - tensor parallelism over the mesh's tp group (see mt_tp_engine.h). */
+#include "mt_tp_engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+MtStatus mt_tpe_check(const MtConfig *cfg, int N, int K)
+{
+    MT_TRY(mt_tp_check(cfg, N));
+    if (K == 0)
+        return MT_OK;
+    if (K < 1 || (K & (K - 1)) != 0 || K > 64)
+        return mt_error(MT_EINPUT, "--tp-blocks %d must be a power of two between 1 and 64", K);
+    if (K % N != 0)
+        return mt_error(MT_EINPUT, "--tp-blocks %d must be a multiple of --tp %d (each rank sums whole blocks)", K, N);
+    if (cfg->C % K != 0)
+        return mt_error(MT_EINPUT, "--tp-blocks %d must divide the width %d", K, cfg->C);
+    return MT_OK;
+}
+
+static void tp_allreduce(void *ctx, float *buf, int64_t n)
+{
+    MtTpe *t = ctx;
+    double t0 = mt_now();
+    mt_allreduce(t->c, MT_GROUP_TP, buf, n, 1);
+    t->comm_s += mt_now() - t0;
+}
+
+static void tp_allgather(void *ctx, const float *in, float *out, int64_t n)
+{
+    MtTpe *t = ctx;
+    double t0 = mt_now();
+    mt_allgather(t->c, MT_GROUP_TP, in, out, (int64_t)t->ctx.N * n);
+    t->comm_s += mt_now() - t0;
+}
+
+void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K)
+{
+    memset(t, 0, sizeof *t);
+    t->c = N > 1 ? c : NULL;
+    int Ke = K > 0 ? K : N;
+    t->ctx = (MtTpCtx){.N = N, .r = t->c ? mt_comm_group_rank(c, MT_GROUP_TP) : 0, .K = Ke,
+                       .Vp = mt_tp_vocab_of(tc->cfg.V, Ke), .comm = t};
+    if (t->c) {
+        t->ctx.allreduce = tp_allreduce;
+        t->ctx.allgather = tp_allgather;
+    }
+    tc->tp = &t->ctx;
+}
+
+MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr)
+{
+    t->tr = tr;
+    int n = tr->nparams;
+    t->whole = calloc((size_t)n, sizeof(MtParam));
+    t->parts = malloc(sizeof(double) * (size_t)n);
+    t->all = malloc(sizeof(double) * (size_t)n * t->ctx.N);
+    if (!t->whole || !t->parts || !t->all) {
+        mt_tpe_free(t);
+        return mt_error(MT_ENOMEM, "cannot allocate the tensor-parallel tables");
+    }
+    mt_param_table(&tr->tc.cfg, t->whole);
+    for (int p = 0; p < n; p++)
+        t->most = t->whole[p].numel > t->most ? t->whole[p].numel : t->most;
+    return MT_OK;
+}
+
+void mt_tpe_free(MtTpe *t)
+{
+    free(t->whole);
+    free(t->parts);
+    free(t->all);
+    t->whole = NULL;
+    t->parts = t->all = NULL;
+}
+
+int64_t mt_tpe_logits_floats(const MtTpe *t)
+{
+    const MtTrainConfig *tc = &t->tr->tc;
+    return (int64_t)tc->micro * tc->seq * (t->ctx.Vp / t->ctx.N);
+}
+
+static double grad_sumsq(MtTpe *t)
+{
+    MtTrainer *tr = t->tr;
+    int n = tr->nparams;
+    mt_tp_sumsq_parts(tr->table, n, tr->grads, t->ctx.K / t->ctx.N, t->parts);
+    const double *all = t->parts;
+    if (t->c) { /* doubles travel as pairs of floats, bits untouched */
+        tp_allgather(t, (const float *)t->parts, (float *)t->all, 2 * (int64_t)n);
+        all = t->all;
+    }
+    return mt_tp_sumsq_combine(tr->table, n, all, t->ctx.N);
+}
+
+void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st)
+{
+    MtTrainer *tr = t->tr;
+    const MtTrainConfig *tc = &tr->tc;
+    t->comm_s = 0.0;
+    mt_batch_fill(data, tc->seed, tr->step, 0, tc->batch, tc->seq, tr->inputs, tr->targets);
+    st->loss = mt_trainer_forward_backward(tr);
+    mt_trainer_apply(tr, sqrt(grad_sumsq(t)), st);
+}
+
+/* ---- checkpoints ---- */
+
+static float *local_array(MtTpe *t, int which)
+{
+    return which == 0 ? t->tr->params : which == 1 ? t->tr->m : t->tr->v;
+}
+
+/* tensor q of array `which`, whole: the ranks' slices gathered and put in place (rank 0
+ * alone for a replicated tensor, and on one rank; wte's padding rows are left out) */
+static const float *whole_tensor(MtTpe *t, int which, int q)
+{
+    const MtParam *w = &t->whole[q], *l = &t->tr->table[q];
+    const float *mine = local_array(t, which) + l->offset;
+    int N = t->ctx.N;
+    if (!t->c || mt_tp_split(w) == MT_TP_REPLICATED)
+        return mine; /* on one rank wte's first V rows are the whole tensor */
+    mt_allgather(t->c, MT_GROUP_TP, mine, t->gath, (int64_t)N * l->numel);
+    for (int r = 0; r < N; r++)
+        for (int k = 0; k < mt_tp_nruns(w, N); k++) {
+            int64_t b, e, at;
+            mt_tp_run(w, N, r, t->ctx.Vp, k, &b, &e, &at);
+            memcpy(t->buf[0] + b, t->gath + (int64_t)r * l->numel + at, sizeof(float) * (size_t)(e - b));
+        }
+    return t->buf[0];
+}
+
+static const float *save_fetch(void *ctx, int which, int q) { return whole_tensor(ctx, which, q); }
+
+/* floats of the largest tensor's gathered slices (wte's carry its padding) */
+static int64_t gath_floats(const MtTpe *t)
+{
+    int64_t most = 0;
+    for (int q = 0; t->c && q < t->tr->nparams; q++)
+        most = t->tr->table[q].numel > most ? t->tr->table[q].numel : most;
+    return most * t->ctx.N;
+}
+
+static MtStatus buffers(MtTpe *t, int nbuf)
+{
+    MtMem *mem = &t->tr->mem;
+    int64_t gath = gath_floats(t);
+    for (int i = 0; i < nbuf; i++)
+        if (!(t->buf[i] = mt_mem_alloc(mem, MT_MEM_OTHER, sizeof(float) * (size_t)t->most)))
+            return mt_error(MT_ENOMEM, "cannot allocate %lld floats to move a tensor", (long long)t->most);
+    if (gath && !(t->gath = mt_mem_alloc(mem, MT_MEM_OTHER, sizeof(float) * (size_t)gath)))
+        return mt_error(MT_ENOMEM, "cannot allocate %lld floats to gather a tensor", (long long)gath);
+    return MT_OK;
+}
+
+static void free_buffers(MtTpe *t)
+{
+    MtMem *mem = &t->tr->mem;
+    int64_t gath = gath_floats(t);
+    for (int i = 0; i < 3; i++)
+        if (t->buf[i])
+            mt_mem_free(mem, MT_MEM_OTHER, t->buf[i], sizeof(float) * (size_t)t->most);
+    if (t->gath)
+        mt_mem_free(mem, MT_MEM_OTHER, t->gath, sizeof(float) * (size_t)gath);
+    t->buf[0] = t->buf[1] = t->buf[2] = t->gath = NULL;
+}
+
+MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts)
+{
+    MtTrainer *tr = t->tr;
+    MtStatus s = buffers(t, t->c ? 1 : 0);
+    MT_ASSERT(s == MT_OK, "%s", mt_error_msg()); /* every rank would need to agree to skip the save */
+    int root = !t->c || mt_comm_rank(t->c) == 0;
+    if (root)
+        s = mt_ckpt_save_fetch(dir, &tr->tc.cfg, t->whole, tr->nparams, 1, save_fetch, t, ts);
+    else /* in the file's order: parameters, then exp_avg, then exp_avg_sq */
+        for (int which = 0; which < 3; which++)
+            for (int q = 0; q < tr->nparams; q++)
+                whole_tensor(t, which, q);
+    free_buffers(t);
+    if (!t->c)
+        return s;
+    float ok = s == MT_OK; /* every rank learns whether rank 0 wrote it */
+    mt_broadcast(t->c, MT_GROUP_TP, &ok, 1, 0);
+    return s != MT_OK ? s : ok ? MT_OK : mt_error(MT_EIO, "tp rank 0 could not save %s", dir);
+}
+
+MtStatus mt_tpe_load(MtTpe *t, const char *dir)
+{
+    MtTrainer *tr = t->tr;
+    MtStatus s = buffers(t, 3);
+    for (int q = 0; q < tr->nparams && s == MT_OK; q++) {
+        const MtParam *w = &t->whole[q], *l = &tr->table[q];
+        s = mt_ckpt_load_range(dir, t->whole, tr->nparams, w->offset, w->offset + w->numel, t->buf[0], t->buf[1],
+                               t->buf[2]);
+        for (int which = 0; which < 3 && s == MT_OK; which++) {
+            float *dst = local_array(t, which) + l->offset;
+            memset(dst, 0, sizeof(float) * (size_t)l->numel); /* wte's padding rows */
+            for (int k = 0; k < mt_tp_nruns(w, t->ctx.N); k++) {
+                int64_t b, e, at;
+                mt_tp_run(w, t->ctx.N, t->ctx.r, t->ctx.Vp, k, &b, &e, &at);
+                memcpy(dst + at, t->buf[which] + b, sizeof(float) * (size_t)(e - b));
+            }
+        }
+    }
+    free_buffers(t);
+    return s;
+}
