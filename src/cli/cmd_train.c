@@ -64,6 +64,9 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
         return mt_error(MT_EINPUT, "meshtrain train: --bucket-mb %g must be between 0 and 4096", a->bucket_mb);
     if (a->seqpar && a->tp == 1)
         return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel needs --tp > 1");
+    if (a->seqpar && a->seq_len % a->tp != 0)
+        return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel cuts the sequence over the tp ranks: "
+                        "--seq-len %d is not a multiple of --tp %d", a->seq_len, a->tp);
     if (a->seqpar)
         return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel is not built yet (issue 9 continues)");
     if (recompute_mode(a->recompute_mode) < 0)
@@ -656,6 +659,17 @@ int mt_cmd_train(int full_argc, char **full_argv)
         if (a.save && a.save_every > 0 && tr.step % a.save_every == 0 && !last &&
             (rc = save(&tr, dpp, pp, tpp, a.save, root)) != 0)
             break;
+    }
+    if (rc == 0 && tpp && comm) { /* the replicated parameters must not drift apart */
+        int differ = mt_tpe_replicas_differ(tpp);
+        if (differ) {
+            if (root)
+                fprintf(stderr, "meshtrain train: %d replicated tensors differ across the %d tp ranks at step %lld\n",
+                        differ, tpe.ctx.N, (long long)tr.step);
+            rc = 1;
+        } else
+            printf("tensor parallel: every replicated tensor (parameters and moments) is identical on the %d tp "
+                   "ranks at step %lld\n", tpe.ctx.N, (long long)tr.step);
     }
     if (rc == 0 && a.save && (rc = save(&tr, dpp, pp, tpp, a.save, root)) == 0)
         printf("saved checkpoint %s (step %lld)\n", a.save, (long long)tr.step);

@@ -121,6 +121,9 @@ void mt_tp_colpar_dinp(float *S, float **tmp, const float *dout, const float *w,
 /* S (N,C) = sum over the nb blocks of dlogits (N, Vl) @ wte (Vl, C), block j being rows
  * [j Vl/nb, (j+1) Vl/nb). */
 void mt_tp_vocab_dinp(float *S, float **tmp, const float *dlogits, const float *wte, int N, int C, int Vl, int nb);
+/* Test hook: on != 0 makes every blocked product sum its blocks left to right (a wrong
+ * order that the bit-for-bit tests must catch; MT_TEST_TP_LTR=1 for meshtrain train). */
+void mt_tp_test_left_to_right(int on);
 /* Adds buffers in place as the pairwise tree over nb of them: parts[0] = S(0, nb). */
 void mt_tp_tree_add(float **parts, int nb, int64_t n);
 

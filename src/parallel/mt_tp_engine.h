@@ -51,6 +51,11 @@ void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st);
 MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts);
 /* Every rank reads its slices of the parameters and moments. */
 MtStatus mt_tpe_load(MtTpe *t, const char *dir);
+/* How many replicated tensors (parameters or AdamW moments) are not bit-identical to tp
+ * rank 0's, by a 64-bit hash of each all-gathered over the group; the same answer on every
+ * rank (collective).  Test hook: with MT_TEST_TP_DRIFT=1 in the environment, tp rank 1
+ * moves one element of ln_f.bias by one ulp after every step (the check must see it). */
+int mt_tpe_replicas_differ(MtTpe *t);
 /* Floats of a micro-batch's logits on this rank (micro x T x Vp / N). */
 int64_t mt_tpe_logits_floats(const MtTpe *t);
 

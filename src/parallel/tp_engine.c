@@ -47,6 +47,7 @@ void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K)
         t->ctx.allgather = tp_allgather;
     }
     tc->tp = &t->ctx;
+    mt_tp_test_left_to_right(getenv("MT_TEST_TP_LTR") != NULL); /* test hook (mt_tp.h) */
 }
 
 MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr)
@@ -81,6 +82,11 @@ int64_t mt_tpe_logits_floats(const MtTpe *t)
     return (int64_t)tc->micro * tc->seq * (t->ctx.Vp / t->ctx.N);
 }
 
+static float *local_array(MtTpe *t, int which)
+{
+    return which == 0 ? t->tr->params : which == 1 ? t->tr->m : t->tr->v;
+}
+
 static double grad_sumsq(MtTpe *t)
 {
     MtTrainer *tr = t->tr;
@@ -102,14 +108,46 @@ void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st)
     mt_batch_fill(data, tc->seed, tr->step, 0, tc->batch, tc->seq, tr->inputs, tr->targets);
     st->loss = mt_trainer_forward_backward(tr);
     mt_trainer_apply(tr, sqrt(grad_sumsq(t)), st);
+    if (t->ctx.r == 1 && getenv("MT_TEST_TP_DRIFT")) { /* test hook (header) */
+        float *b = tr->w.lnfb;
+        b[0] = nextafterf(b[0], INFINITY);
+    }
+}
+
+static uint64_t hash(const float *x, int64_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the bytes */
+    const unsigned char *b = (const unsigned char *)x;
+    for (int64_t i = 0; i < 4 * n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+int mt_tpe_replicas_differ(MtTpe *t)
+{
+    MtTrainer *tr = t->tr;
+    int n = tr->nparams, N = t->ctx.N, differ = 0;
+    if (!t->c)
+        return 0;
+    uint64_t *mine = calloc(3 * (size_t)n, sizeof(uint64_t)), *all = calloc(3 * (size_t)n * N, sizeof(uint64_t));
+    MT_ASSERT(mine && all, "out of memory");
+    for (int q = 0; q < n; q++)
+        if (mt_tp_split(&tr->table[q]) == MT_TP_REPLICATED)
+            for (int which = 0; which < 3; which++)
+                mine[3 * q + which] = hash(local_array(t, which) + tr->table[q].offset, tr->table[q].numel);
+    tp_allgather(t, (const float *)mine, (float *)all, 6 * (int64_t)n);
+    for (int q = 0; q < n; q++) {
+        int bad = 0;
+        for (int r = 1; r < N; r++)
+            bad |= memcmp(all + 3 * q, all + 3 * ((int64_t)r * n + q), 3 * sizeof(uint64_t)) != 0;
+        differ += bad;
+    }
+    free(mine);
+    free(all);
+    return differ;
 }
 
 /* ---- checkpoints ---- */
-
-static float *local_array(MtTpe *t, int which)
-{
-    return which == 0 ? t->tr->params : which == 1 ? t->tr->m : t->tr->v;
-}
 
 /* tensor q of array `which`, whole: the ranks' slices gathered and put in place (rank 0
  * alone for a replicated tensor, and on one rank; wte's padding rows are left out) */

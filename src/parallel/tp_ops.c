@@ -64,9 +64,21 @@ static void block(const Blocks *b, int j, float *dst)
     }
 }
 
+static int test_ltr; /* mt_tp_test_left_to_right */
+
+void mt_tp_test_left_to_right(int on) { test_ltr = on; }
+
 /* S(lo, hi) into out, depth first; tmp[0..] are the deeper levels' right halves */
 static void tree(const Blocks *b, int lo, int hi, float *out, float **tmp, int64_t n)
 {
+    if (test_ltr && hi - lo > 1) { /* the wrong order the tests must catch */
+        block(b, lo, out);
+        for (int j = lo + 1; j < hi; j++) {
+            block(b, j, tmp[0]);
+            add_into(out, tmp[0], n);
+        }
+        return;
+    }
     if (hi - lo == 1) {
         block(b, lo, out);
         return;

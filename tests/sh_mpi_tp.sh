@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Tensor parallelism reproduces one device.  With --tp-blocks 4, tp 1, 2 and 4 give the
+# one-rank --tp-blocks 4 losses, model.safetensors and optimizer.safetensors bit for bit
+# over 20 steps, and a run whose ranks sum their blocks left to right (a test hook) must
+# not; without --tp-blocks, tp 2 and 4 stay within 1e-5 (losses) and 1e-4 (each tensor) of
+# the plain one-rank run.  A tp 2 checkpoint resumes on tp 4 and on one rank bit for bit.
+# The replicated tensors stay identical on every rank for 50 steps (and a drift, a test
+# hook, is caught).  mem.* per rank equals the formulas (parameters, gradients, optimizer
+# exactly; activations per layer and logits per rank by difference); comm.tp per step
+# equals the traffic formula byte for byte.  Bad layouts exit 2 with one line.
+source "$(dirname "$0")/lib.sh"
+DIFF=${MT_BUILD:-build}/prog_stdiff
+make_text "$T/text.txt"
+$MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
+base="--data $T/data --heads 4 --dim 32 --seq-len 16 --warmup 2 --lr 3e-3 --eval-every 0 --log-every 0 --seed 7
+      --threads 1 --batch-size 4 --micro-batch-size 2 --layers 2"
+eq="$base --steps 20"
+
+# ---- bit for bit with --tp-blocks K: tp 1, 2, 4 against one rank with the same K ----
+train ref $eq
+train ref4 $eq --tp-blocks 4
+train ref8 $eq --tp-blocks 8
+cmp -s "$T/ref/model.safetensors" "$T/ref4/model.safetensors" \
+  && fail "--tp-blocks 4 gave the bits of the plain run (the blocks changed nothing?)" || pass
+for N in 2 4; do
+  train tp${N}_k4 $eq --tp $N --tp-blocks 4 --check-collectives
+  same_run "tp $N --tp-blocks 4" "$T/ref4" "$T/tp${N}_k4"
+done
+train tp2_k8 $eq --tp 2 --tp-blocks 8
+same_run "tp 2 --tp-blocks 8" "$T/ref8" "$T/tp2_k8"
+MT_TEST_TP_LTR=1 train ltr $eq --tp 2 --tp-blocks 8
+cmp -s "$T/ref8/model.safetensors" "$T/ltr/model.safetensors" \
+  && fail "ranks summing their blocks left to right still matched one device" || pass
+
+# ---- default mode (K = tp): within rounding of the plain run ----
+for N in 2 4; do
+  train tp$N $eq --tp $N
+  worst=$(paste <(losses "$T/ref.jsonl") <(losses "$T/tp$N.jsonl") \
+          | awk '{ d = $1 - $2; d = d < 0 ? -d : d; r = d / $1; if (r > w) w = r } END { printf "%.3e", w }')
+  wts=$($DIFF "$T/ref/model.safetensors" "$T/tp$N/model.safetensors")
+  echo "tp $N default: losses within $worst relative; weights within $wts (worst tensor)"
+  awk -v l="$worst" -v w="${wts%% *}" 'BEGIN { exit !(l + 0 <= 1e-5 && w + 0 <= 1e-4) }' && pass \
+    || fail "tp $N default: losses within $worst, weights $wts (want 1e-5, 1e-4)"
+done
+
+# ---- resume across layouts: tp 2 to step 10, then tp 4 (and one rank) to 20 ----
+train half $eq --tp 2 --tp-blocks 4 --exit-interval 10
+cp -r "$T/half" "$T/half_copy"
+cp "$T/half.jsonl" "$T/one.jsonl"
+resume() { # checkpoint log save layout...
+  local ck=$1 log=$2 out=$3; shift 3
+  $MT_BIN train --data "$T/data" --threads 1 --eval-every 0 --log-every 0 --resume "$ck" --log-json "$log" \
+    --save "$out" "$@" > "$out.out" 2>&1 || fail "resume into $out: $(tail -3 "$out.out")"
+}
+resume "$T/half" "$T/half.jsonl" "$T/r4" --tp 4 --tp-blocks 4
+resume "$T/half_copy" "$T/one.jsonl" "$T/r1" --tp-blocks 4
+for x in half:r4 one:r1; do
+  log=${x%%:*} ck=${x##*:}
+  [ "$(losses "$T/$log.jsonl" | wc -l)" -eq 20 ] && cmp -s <(losses "$T/ref4.jsonl") <(losses "$T/$log.jsonl") \
+    && cmp -s "$T/ref4/model.safetensors" "$T/$ck/model.safetensors" \
+    && cmp -s "$T/ref4/optimizer.safetensors" "$T/$ck/optimizer.safetensors" && pass \
+    || fail "resume of a tp 2 checkpoint ($ck) differs: $(losses "$T/$log.jsonl" | tr '\n' ' ')"
+done
+$MT_BIN eval --ckpt "$T/r4" --data "$T/data/val.bin" > "$T/eval.out" 2>&1 && grep -q '^loss ' "$T/eval.out" && pass \
+  || fail "eval of a tensor-parallel checkpoint: $(tail -2 "$T/eval.out")"
+
+# ---- the replicated tensors stay identical for 50 steps; a drift is caught ----
+train rep $base --steps 50 --tp 2
+grep -q "every replicated tensor (parameters and moments) is identical on the 2 tp ranks at step 50" "$T/rep.out" \
+  && pass || fail "no identity of the replicated tensors after 50 steps: $(tail -3 "$T/rep.out")"
+rc=0
+MT_TEST_TP_DRIFT=1 $MT_BIN train $base --steps 5 --tp 2 > "$T/drift.out" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "replicated tensors differ across the 2 tp ranks" "$T/drift.out" && pass \
+  || fail "a drifting replica was not caught (exit $rc): $(tail -2 "$T/drift.out")"
+
+# ---- memory and traffic per rank against their formulas ----
+field() { echo "$1" | grep -o "\"$2\": [0-9.]*" | sed -n "${3}p" | cut -d' ' -f2; }
+one_step() { # name args...: one step, its JSON line in $T/name.jsonl
+  local name=$1; shift
+  $MT_BIN train --data "$T/data" --heads 4 --dim 32 --seq-len 16 --threads 1 --eval-every 0 --log-every 0 --steps 1 \
+    --batch-size 4 --micro-batch-size 2 --log-json "$T/$name.jsonl" "$@" > "$T/$name.out" 2>&1 \
+    || fail "$name: $(tail -2 "$T/$name.out")"
+}
+for N in 1 2 4; do
+  for L in 2 4; do
+    one_step m${N}_$L --tp $N --tp-blocks 4 --layers $L
+  done
+  one_step v${N} --tp $N --tp-blocks 4 --layers 2 --vocab 512
+  l2=$(tail -1 "$T/m${N}_2.jsonl") l4=$(tail -1 "$T/m${N}_4.jsonl") v=$(tail -1 "$T/v${N}.jsonl")
+  for ((r = 1; r <= N; r++)); do
+    verdict=$(awk -v N=$N -v L=2 -v p="$(field "$l2" params $r)" -v g="$(field "$l2" grads $r)" \
+      -v o="$(field "$l2" optimizer $r)" -v a2="$(field "$l2" activations $r)" -v a4="$(field "$l4" activations $r)" \
+      -v av="$(field "$v" activations $r)" -v tp="$(field "$l2" tp $r)" '
+      function al(x) { return int((x + 15) / 16) * 16 }
+      BEGIN {
+        C = 32; T = 16; NH = 4; V = 256; K = 4; Vp = 256; mb = 2; n = mb * T; M = 2
+        # a rank slices: wte (Vp/N rows), c_attn and c_fc columns, the c_proj rows
+        P = Vp / N * C + T * C + L * (6 * C + 12 * C * C / N + 7 * C / N) + 2 * C
+        # one tree buffer for M = 2 micro-batches
+        wp = 4 * P; wg = 8 * P; wo = 8 * P
+        # a layer: ln1, res2, ln2, res3 (n C each), four row statistics, qkv, atty, the heads
+        # probabilities, fch and its GELU, on this rank (Korthikanti adapted: fp32, no dropout)
+        layer = 4 * (4 * al(n * C) + 4 * al(n) + al(3 * n * C / N) + al(n * C / N) + al(mb * NH / N * T * T) \
+                     + 2 * al(4 * n * C / N))
+        logits = 4 * n * (512 - 256) / N   # doubling the vocabulary adds its logits, n x V/N
+        # traffic: per micro-batch 2 L + 1 all-reduces of n C floats in each direction, the
+        # row maxima and the row stats (1 + 4 floats per row) all-gathered; per step the
+        # norm parts (2 floats per tensor) all-gathered
+        ar = int(2 * (N - 1) * 4 * n * C / N)
+        wtp = M * ((4 * L + 2) * ar + (N - 1) * 4 * (n + 4 * n)) + (N - 1) * 4 * 2 * (4 + 12 * L)
+        if (p != wp || g != wg || o != wo) { printf "params %d grads %d optimizer %d, want %d %d %d", p, g, o, wp, wg, wo; exit }
+        if ((a4 - a2) / 2 != layer) { printf "activations per layer %d, want %d", (a4 - a2) / 2, layer; exit }
+        if (av - a2 != logits) { printf "logits per rank %d bytes, want %d", av - a2, logits; exit }
+        if (tp != wtp) { printf "comm.tp %d bytes, want %d", tp, wtp; exit }
+        printf "ok"
+      }')
+    [ "$verdict" = ok ] && pass || fail "tp $N rank $((r - 1)): $verdict"
+  done
+  echo "tp $N: $(grep -o '"params": [0-9]*\|"activations": [0-9]*\|"tp": [0-9]*' "$T/m${N}_2.jsonl" | tr '\n' ' ')"
+done
+
+# ---- bad layouts: exit 2, one line, before any rank starts ----
+ok="--data $T/data --heads 4 --dim 32 --seq-len 16 --steps 1 --layers 2 --batch-size 4"
+expect_bad_input "tp not dividing the heads" $MT_BIN train $ok --tp 3
+expect_bad_input "--tp-blocks not a power of two" $MT_BIN train $ok --tp-blocks 3
+expect_bad_input "--tp-blocks not a multiple of tp" $MT_BIN train $ok --tp 4 --tp-blocks 2
+expect_bad_input "--tp-blocks not dividing the width" $MT_BIN train $ok --tp-blocks 64
+expect_bad_input "sequence parallelism with the sequence not divisible by tp" $MT_BIN train --data $T/data \
+  --heads 4 --dim 32 --seq-len 15 --steps 1 --layers 2 --batch-size 4 --tp 2 --sequence-parallel
+expect_bad_input "tp with dp (the hybrid issue)" $MT_BIN train $ok --tp 2 --dp 2
+finish
