@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Tensor parallelism reproduces one device.  With --tp-blocks 4, tp 1, 2 and 4 give the
-# one-rank --tp-blocks 4 losses, model.safetensors and optimizer.safetensors bit for bit
-# over 20 steps, and a run whose ranks sum their blocks left to right (a test hook) must
-# not; without --tp-blocks, tp 2 and 4 stay within 1e-5 (losses) and 1e-4 (each tensor) of
-# the plain one-rank run.  A tp 2 checkpoint resumes on tp 4 and on one rank bit for bit.
+# Tensor parallelism reproduces one device.  With --tp-blocks 4, tp 1, 2 and 4, with and
+# without sequence parallelism (and with recomputation), give the one-rank --tp-blocks 4
+# losses, model.safetensors and optimizer.safetensors bit for bit over 20 steps, and a run
+# whose ranks sum their blocks left to right (a test hook) must not; without --tp-blocks,
+# tp 2 and 4, with and without sequence parallelism, stay within 1e-5 (losses) and 1e-4
+# (each tensor) of the plain one-rank run.  A tp 2 checkpoint resumes on tp 4 and on one rank bit for bit.
 # The replicated tensors stay identical on every rank for 50 steps (and a drift, a test
 # hook, is caught).  mem.* per rank equals the formulas (parameters, gradients, optimizer
 # exactly; activations per layer and logits per rank by difference); comm.tp per step
@@ -25,7 +26,13 @@ cmp -s "$T/ref/model.safetensors" "$T/ref4/model.safetensors" \
 for N in 2 4; do
   train tp${N}_k4 $eq --tp $N --tp-blocks 4 --check-collectives
   same_run "tp $N --tp-blocks 4" "$T/ref4" "$T/tp${N}_k4"
+  train sp${N}_k4 $eq --tp $N --tp-blocks 4 --sequence-parallel --check-collectives
+  same_run "tp $N --tp-blocks 4 --sequence-parallel" "$T/ref4" "$T/sp${N}_k4"
 done
+train sp2_full $eq --tp 2 --tp-blocks 4 --sequence-parallel --recompute full
+same_run "tp 2 --sequence-parallel --recompute full" "$T/ref4" "$T/sp2_full"
+train tp4_attn $eq --tp 4 --tp-blocks 4 --recompute attn
+same_run "tp 4 --recompute attn" "$T/ref4" "$T/tp4_attn"
 train tp2_k8 $eq --tp 2 --tp-blocks 8
 same_run "tp 2 --tp-blocks 8" "$T/ref8" "$T/tp2_k8"
 MT_TEST_TP_LTR=1 train ltr $eq --tp 2 --tp-blocks 8
@@ -33,14 +40,15 @@ cmp -s "$T/ref8/model.safetensors" "$T/ltr/model.safetensors" \
   && fail "ranks summing their blocks left to right still matched one device" || pass
 
 # ---- default mode (K = tp): within rounding of the plain run ----
-for N in 2 4; do
-  train tp$N $eq --tp $N
-  worst=$(paste <(losses "$T/ref.jsonl") <(losses "$T/tp$N.jsonl") \
+for run in "tp2:--tp 2" "tp4:--tp 4" "sp2:--tp 2 --sequence-parallel" "sp4:--tp 4 --sequence-parallel"; do
+  name=${run%%:*}
+  train $name $eq ${run#*:}
+  worst=$(paste <(losses "$T/ref.jsonl") <(losses "$T/$name.jsonl") \
           | awk '{ d = $1 - $2; d = d < 0 ? -d : d; r = d / $1; if (r > w) w = r } END { printf "%.3e", w }')
-  wts=$($DIFF "$T/ref/model.safetensors" "$T/tp$N/model.safetensors")
-  echo "tp $N default: losses within $worst relative; weights within $wts (worst tensor)"
+  wts=$($DIFF "$T/ref/model.safetensors" "$T/$name/model.safetensors")
+  echo "${run#*:} (default): losses within $worst relative; weights within $wts (worst tensor)"
   awk -v l="$worst" -v w="${wts%% *}" 'BEGIN { exit !(l + 0 <= 1e-5 && w + 0 <= 1e-4) }' && pass \
-    || fail "tp $N default: losses within $worst, weights $wts (want 1e-5, 1e-4)"
+    || fail "${run#*:} default: losses within $worst, weights $wts (want 1e-5, 1e-4)"
 done
 
 # ---- resume across layouts: tp 2 to step 10, then tp 4 (and one rank) to 20 ----
@@ -65,9 +73,11 @@ $MT_BIN eval --ckpt "$T/r4" --data "$T/data/val.bin" > "$T/eval.out" 2>&1 && gre
   || fail "eval of a tensor-parallel checkpoint: $(tail -2 "$T/eval.out")"
 
 # ---- the replicated tensors stay identical for 50 steps; a drift is caught ----
-train rep $base --steps 50 --tp 2
-grep -q "every replicated tensor (parameters and moments) is identical on the 2 tp ranks at step 50" "$T/rep.out" \
-  && pass || fail "no identity of the replicated tensors after 50 steps: $(tail -3 "$T/rep.out")"
+for sp in "" --sequence-parallel; do
+  train rep $base --steps 50 --tp 2 $sp
+  grep -q "every replicated tensor (parameters and moments) is identical on the 2 tp ranks at step 50" "$T/rep.out" \
+    && pass || fail "no identity of the replicated tensors after 50 steps ($sp): $(tail -3 "$T/rep.out")"
+done
 rc=0
 MT_TEST_TP_DRIFT=1 $MT_BIN train $base --steps 5 --tp 2 > "$T/drift.out" 2>&1 || rc=$?
 [ $rc -eq 1 ] && grep -q "replicated tensors differ across the 2 tp ranks" "$T/drift.out" && pass \
@@ -81,42 +91,50 @@ one_step() { # name args...: one step, its JSON line in $T/name.jsonl
     --batch-size 4 --micro-batch-size 2 --log-json "$T/$name.jsonl" "$@" > "$T/$name.out" 2>&1 \
     || fail "$name: $(tail -2 "$T/$name.out")"
 }
-for N in 1 2 4; do
+for lay in "1 0" "2 0" "4 0" "2 1" "4 1"; do
+  read -r N sp <<< "$lay"
+  flag=""
+  [ $sp = 1 ] && flag=--sequence-parallel
   for L in 2 4; do
-    one_step m${N}_$L --tp $N --tp-blocks 4 --layers $L
+    one_step m${N}_${sp}_$L --tp $N --tp-blocks 4 --layers $L $flag
   done
-  one_step v${N} --tp $N --tp-blocks 4 --layers 2 --vocab 512
-  l2=$(tail -1 "$T/m${N}_2.jsonl") l4=$(tail -1 "$T/m${N}_4.jsonl") v=$(tail -1 "$T/v${N}.jsonl")
+  one_step v${N}_$sp --tp $N --tp-blocks 4 --layers 2 --vocab 512 $flag
+  l2=$(tail -1 "$T/m${N}_${sp}_2.jsonl") l4=$(tail -1 "$T/m${N}_${sp}_4.jsonl") v=$(tail -1 "$T/v${N}_$sp.jsonl")
   for ((r = 1; r <= N; r++)); do
-    verdict=$(awk -v N=$N -v L=2 -v p="$(field "$l2" params $r)" -v g="$(field "$l2" grads $r)" \
+    verdict=$(awk -v N=$N -v sp=$sp -v L=2 -v p="$(field "$l2" params $r)" -v g="$(field "$l2" grads $r)" \
       -v o="$(field "$l2" optimizer $r)" -v a2="$(field "$l2" activations $r)" -v a4="$(field "$l4" activations $r)" \
       -v av="$(field "$v" activations $r)" -v tp="$(field "$l2" tp $r)" '
       function al(x) { return int((x + 15) / 16) * 16 }
       BEGIN {
         C = 32; T = 16; NH = 4; V = 256; K = 4; Vp = 256; mb = 2; n = mb * T; M = 2
+        rows = sp ? n / N : n   # the residual stream rows a rank holds
         # a rank slices: wte (Vp/N rows), c_attn and c_fc columns, the c_proj rows
         P = Vp / N * C + T * C + L * (6 * C + 12 * C * C / N + 7 * C / N) + 2 * C
         # one tree buffer for M = 2 micro-batches
         wp = 4 * P; wg = 8 * P; wo = 8 * P
-        # a layer: ln1, res2, ln2, res3 (n C each), four row statistics, qkv, atty, the heads
-        # probabilities, fch and its GELU, on this rank (Korthikanti adapted: fp32, no dropout)
-        layer = 4 * (4 * al(n * C) + 4 * al(n) + al(3 * n * C / N) + al(n * C / N) + al(mb * NH / N * T * T) \
-                     + 2 * al(4 * n * C / N))
+        # a layer (Korthikanti et al. adapted: fp32, no dropout masks, the LayerNorm outputs
+        # kept gathered): ln1 and ln2 (n C), res2 and res3 (rows C), four row statistics
+        # (rows), qkv, atty, the heads probabilities, fch and its GELU (the share of the rank)
+        layer = 4 * (2 * al(n * C) + 2 * al(rows * C) + 4 * al(rows) + al(3 * n * C / N) + al(n * C / N) \
+                     + al(mb * NH / N * T * T) + 2 * al(4 * n * C / N))
         logits = 4 * n * (512 - 256) / N   # doubling the vocabulary adds its logits, n x V/N
-        # traffic: per micro-batch 2 L + 1 all-reduces of n C floats in each direction, the
-        # row maxima and the row stats (1 + 4 floats per row) all-gathered; per step the
-        # norm parts (2 floats per tensor) all-gathered
+        # traffic per micro-batch: the residual stream crosses the group 4 L + 2 times, each
+        # an all-reduce of n C floats or, with sequence parallelism, an all-gather plus a
+        # reduce-scatter (the same bytes); the row maxima and row stats (1 + 4 floats per
+        # row) all-gathered; with sequence parallelism the replicated gradients (6 C per
+        # block, 2 C for ln_f) all-reduced.  Per step the norm parts (2 floats per tensor).
         ar = int(2 * (N - 1) * 4 * n * C / N)
-        wtp = M * ((4 * L + 2) * ar + (N - 1) * 4 * (n + 4 * n)) + (N - 1) * 4 * 2 * (4 + 12 * L)
+        rep = sp ? L * int(2 * (N - 1) * 4 * 6 * C / N) + int(2 * (N - 1) * 4 * 2 * C / N) : 0
+        wtp = M * ((4 * L + 2) * ar + (N - 1) * 4 * (n + 4 * n) + rep) + (N - 1) * 4 * 2 * (4 + 12 * L)
         if (p != wp || g != wg || o != wo) { printf "params %d grads %d optimizer %d, want %d %d %d", p, g, o, wp, wg, wo; exit }
         if ((a4 - a2) / 2 != layer) { printf "activations per layer %d, want %d", (a4 - a2) / 2, layer; exit }
         if (av - a2 != logits) { printf "logits per rank %d bytes, want %d", av - a2, logits; exit }
         if (tp != wtp) { printf "comm.tp %d bytes, want %d", tp, wtp; exit }
         printf "ok"
       }')
-    [ "$verdict" = ok ] && pass || fail "tp $N rank $((r - 1)): $verdict"
+    [ "$verdict" = ok ] && pass || fail "tp $N sp $sp rank $((r - 1)): $verdict"
   done
-  echo "tp $N: $(grep -o '"params": [0-9]*\|"activations": [0-9]*\|"tp": [0-9]*' "$T/m${N}_2.jsonl" | tr '\n' ' ')"
+  echo "tp $N sequence-parallel $sp (rank 0): per layer $(( ($(field "$l4" activations 1) - $(field "$l2" activations 1)) / 2 )) bytes of activations, $(field "$l2" tp 1) tp bytes per step"
 done
 
 # ---- bad layouts: exit 2, one line, before any rank starts ----

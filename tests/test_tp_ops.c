@@ -273,7 +273,7 @@ static void check_vocab(void)
                 parts[r] = malloc(sizeof(float) * NT * C);
                 mt_tp_vocab_dinp(parts[r], tmp, lr[r], wr[r], NT, C, (int)Vl, K / N);
                 float *dwr = calloc((size_t)(Vl * C), sizeof(float)), *dww = slice(&pv, N, r, Vp, dwte);
-                mt_tp_embed_backward(dwr, dres, tok, r * Vl, Vl, NT, C);
+                mt_tp_embed_backward_rows(dwr, dres, tok, r * Vl, Vl, NT, C);
                 dw_ok &= same(dwr, dww, Vl * C);
                 free(dwr), free(dww);
             }
@@ -282,7 +282,7 @@ static void check_vocab(void)
             mt_tp_tree_add(parts, N, NT * C);
             CHECK(same(parts[0], dref, NT * C), "head input gradient N=%d K=%d: not one device's bits", N, K);
             mt_tp_tree_add(embp, N, NT * C);
-            mt_tp_embed_finish(embp[0], wpe, B, T, C);
+            mt_tp_embed_finish(embp[0], wpe, 0, NT, T, C);
             CHECK(same(embp[0], enc, NT * C), "embedding N=%d K=%d: not the unsplit encoder's bits", N, K);
             for (int r = 0; r < N; r++)
                 free(wr[r]), free(lr[r]), free(parts[r]), free(embp[r]);

@@ -52,7 +52,8 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
                         "other techniques is not built yet (issue 10); use --tp alone", a->tp, a->dp, a->pp);
     if (a->tp_blocks != 0 && (a->dp > 1 || a->pp > 1))
         return mt_error(MT_EINPUT, "meshtrain train: --tp-blocks with --dp or --pp is not built yet (issue 10)");
-    if ((s = mt_tpe_check(cfg, a->tp, a->tp_blocks)) != MT_OK)
+    int ntok = (a->micro > 0 ? a->micro : a->batch) * a->seq_len;
+    if ((s = mt_tpe_check(cfg, a->tp, a->tp_blocks, ntok)) != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
     if (a->pp > 1 && a->dp > 1)
         return mt_error(MT_EINPUT, "meshtrain train: --pp %d with --dp %d: pipelines combined with data parallelism "
@@ -67,8 +68,6 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
     if (a->seqpar && a->seq_len % a->tp != 0)
         return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel cuts the sequence over the tp ranks: "
                         "--seq-len %d is not a multiple of --tp %d", a->seq_len, a->tp);
-    if (a->seqpar)
-        return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel is not built yet (issue 9 continues)");
     if (recompute_mode(a->recompute_mode) < 0)
         return mt_error(MT_EINPUT, "meshtrain train: --recompute %s: must be none, attn or full", a->recompute_mode);
     if (a->pp == 1 && (a->vstages != 1 || a->stage_layers))
@@ -497,10 +496,10 @@ int mt_cmd_train(int full_argc, char **full_argv)
         mt_comm_mesh(comm, &l);
     }
     int root = !comm || mt_comm_rank(comm) == 0;
-    int use_tp = a.tp > 1 || a.tp_blocks > 0;
+    int use_tp = a.tp > 1 || a.tp_blocks > 1; /* --tp-blocks 1 alone is the plain arithmetic */
     MtTpe tpe = {0}, *tpp = NULL;
     if (use_tp)
-        mt_tpe_setup(&tpe, comm, &tc, a.tp, a.tp_blocks);
+        mt_tpe_setup(&tpe, comm, &tc, a.tp, a.tp_blocks, a.seqpar);
     else if (comm && a.pp > 1)
         mt_pipe_configure(&tc, &po, a.pp, mt_comm_group_rank(comm, MT_GROUP_PP));
     else if (comm)

@@ -178,31 +178,18 @@ static float **layer_buf(MtActs *a, int k)
     return b[k];
 }
 
-/* a rank's share of the split dimensions: attention width and heads, MLP width, vocabulary */
-typedef struct {
-    int Cl, Hl, Fl;
-    int64_t Vl, v0;
-    int nb; /* blocks of a split sum on this rank */
-} Local;
-
-static Local local_of(const MtConfig *cfg, const MtTpCtx *tp)
+/* floats of per-layer buffer k (a tensor-parallel rank's share: mt_tp_local) */
+static int64_t layer_floats(const MtConfig *cfg, const MtTpLocal *lo, int B, int T, int k)
 {
-    if (!tp)
-        return (Local){cfg->C, cfg->NH, 4 * cfg->C, cfg->V, 0, 1};
-    int64_t Vl = tp->Vp / tp->N;
-    return (Local){cfg->C / tp->N, cfg->NH / tp->N, 4 * cfg->C / tp->N, Vl, tp->r * Vl, tp->K / tp->N};
-}
-
-static int64_t layer_floats(const MtConfig *cfg, const Local *lo, int B, int T, int k)
-{
-    int64_t N = (int64_t)B * T, C = cfg->C;
+    int64_t N = (int64_t)B * T, C = cfg->C, rows = lo->rows;
     switch (k) {
-    case K_LN1M: case K_LN1R: case K_LN2M: case K_LN2R: return N;
+    case K_LN1M: case K_LN1R: case K_LN2M: case K_LN2R: return rows;
     case K_QKV: return N * 3 * lo->Cl;
     case K_ATTY: return N * lo->Cl;
     case K_ATT: return (int64_t)B * lo->Hl * T * T;
     case K_FCH: case K_FCHG: return N * lo->Fl;
-    default: return N * C;
+    case K_RES2: case K_RES3: return rows * C;
+    default: return N * C; /* ln1, ln2: with sequence parallelism the gathered rows */
     }
 }
 
@@ -215,11 +202,11 @@ static int shared_under(int mode, int k)
 static int act_slots(const MtConfig *cfg, MtActs *a, int B, int T, int threads, const MtActsShape *sh, Slot *s)
 {
     int64_t N = (int64_t)B * T, C = cfg->C;
-    Local lo = local_of(cfg, sh->tp);
+    MtTpLocal lo = mt_tp_local(cfg, sh->tp, (int)N);
     int k = 0;
 #define S(ptr, count) s[k++] = (Slot){&(ptr), (count)}
     if (sh->embed || sh->input)
-        S(a->encoded, N * C);
+        S(a->encoded, lo.rows * C);
     for (int l = sh->l0; l < sh->l1; l++)
         for (int b = 0; b < NK; b++)
             if (!shared_under(sh->recompute, b))
@@ -230,26 +217,31 @@ static int act_slots(const MtConfig *cfg, MtActs *a, int B, int T, int threads, 
                 S(a->shared[b], layer_floats(cfg, &lo, B, T, b));
     if (sh->head) {
         S(a->lnf, N * C);
-        S(a->lnf_mean, N);
-        S(a->lnf_rstd, N);
+        S(a->lnf_mean, lo.rows);
+        S(a->lnf_rstd, lo.rows);
         S(a->logits, N * lo.Vl);
         S(a->losses, N);
     }
     if (sh->scratch) {
-        S(a->dres, N * C);
+        S(a->dres, lo.rows * C);
         S(a->dln, N * C);
         S(a->datty, N * lo.Cl);
         S(a->dqkv, N * 3 * lo.Cl);
         S(a->dfch, N * lo.Fl);
         S(a->datt_scratch, (int64_t)threads * mt_attention_scratch_floats(T));
     }
-    if (sh->tp) {
+    if (sh->tp) { /* the blocked sums' scratch (mt_tp.h) */
         S(a->tpsum, N * C);
         for (int d = 0; d < mt_tp_tree_depth(lo.nb); d++)
             S(a->tptmp[d], N * C);
         S(a->tpmx, N);
         S(a->tpstats, 4 * N);
         S(a->tpgather, 4 * N * sh->tp->N);
+        S(a->tpcol, 8 * 2 * C);
+        if (sh->tp->seqpar) {
+            S(a->tpfull, N * C);
+            S(a->tprep, 6 * C);
+        }
     }
 #undef S
     return k;
@@ -335,94 +327,60 @@ void mt_acts_free(MtActs *a, MtMem *mem)
             (a)->poll((a)->poll_ctx); \
     } while (0)
 
-/* the tp group's sum of buf (N C floats); nothing on one rank */
-static void tp_sum(const MtActs *a, float *buf, int64_t n)
-{
-    if (a->tp->N > 1)
-        a->tp->allreduce(a->tp->comm, buf, n);
-}
-
-/* a row-parallel product out (N,OC) = resid + bias + inp (N, Kin: this rank's rows) @ w: the
- * blocked sum of this rank's blocks, summed over the group (Megatron's g), then the bias
- * and residual once */
-static void rowpar_forward(MtActs *a, float *out, const float *inp, const float *w, const float *bias,
-                           const float *resid, int N, int Kin, int OC, int nb)
-{
-    mt_tp_rowpar_sum(a->tpsum, a->tptmp, inp, w, N, Kin, OC, nb);
-    POLL(a);
-    tp_sum(a, a->tpsum, (int64_t)N * OC);
-    mt_tp_rowpar_finish(out, a->tpsum, bias, resid, N, OC);
-}
-
 static void block_forward(const MtConfig *cfg, const MtBlockWeights *w, MtActs *a, int l,
                           const float *x)
 {
+    if (a->tp) {
+        mt_tp_block_forward(cfg, w, a, l, x);
+        return;
+    }
     int B = a->B, T = a->T, C = cfg->C, N = B * T;
-    Local lo = local_of(cfg, a->tp);
     mt_layernorm_forward(a->ln1[l], a->ln1_mean[l], a->ln1_rstd[l], x, w->ln1w, w->ln1b, N, C);
     POLL(a);
-    mt_matmul_forward(a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, NULL, N, C, 3 * lo.Cl); /* (N, 3Cl) */
+    mt_matmul_forward(a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, NULL, N, C, 3 * C);
     POLL(a);
-    mt_attention_forward(a->atty[l], a->att[l], a->qkv[l], B, T, lo.Cl, lo.Hl);
+    mt_attention_forward(a->atty[l], a->att[l], a->qkv[l], B, T, C, cfg->NH);
     POLL(a);
-    if (a->tp)
-        rowpar_forward(a, a->res2[l], a->atty[l], w->attprojw, w->attprojb, x, N, lo.Cl, C, lo.nb);
-    else
-        mt_matmul_forward(a->res2[l], a->atty[l], w->attprojw, w->attprojb, x, N, C, C);
+    mt_matmul_forward(a->res2[l], a->atty[l], w->attprojw, w->attprojb, x, N, C, C);
     POLL(a);
     mt_layernorm_forward(a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], a->res2[l], w->ln2w, w->ln2b, N, C);
     POLL(a);
-    mt_matmul_forward(a->fch[l], a->ln2[l], w->fcw, w->fcb, NULL, N, C, lo.Fl); /* (N, Fl) */
+    mt_matmul_forward(a->fch[l], a->ln2[l], w->fcw, w->fcb, NULL, N, C, 4 * C);
     POLL(a);
-    mt_gelu_forward(a->fch_gelu[l], a->fch[l], (int64_t)N * lo.Fl);
+    mt_gelu_forward(a->fch_gelu[l], a->fch[l], (int64_t)N * 4 * C);
     POLL(a);
-    if (a->tp)
-        rowpar_forward(a, a->res3[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, a->res2[l], N, lo.Fl, C, lo.nb);
-    else
-        mt_matmul_forward(a->res3[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, a->res2[l], N, 4 * C, C);
+    mt_matmul_forward(a->res3[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, a->res2[l], N, 4 * C, C);
     POLL(a);
-}
-
-/* the input gradient dinp (N,C) of a column-parallel product whose dout (N, OC) and w (C,
- * OC) are this rank's columns: without tp one product; with tp the blocked sum over this
- * rank's blocks, summed over the group (Megatron's f in the backward) */
-static void colpar_dinp(MtActs *a, float *dinp, const float *dout, const float *w, int N, int C, int OC, int heads)
-{
-    if (!a->tp) {
-        mt_matmul_backward(dinp, NULL, NULL, dout, NULL, w, N, C, OC, 0);
-        return;
-    }
-    mt_tp_colpar_dinp(dinp, a->tptmp, dout, w, N, C, OC, a->tp->K / a->tp->N, heads);
-    POLL(a);
-    tp_sum(a, dinp, (int64_t)N * C);
 }
 
 /* On entry a->dres holds the gradient of the block's output; on return, of its input. */
 static void block_backward(const MtConfig *cfg, const MtBlockWeights *w, const MtBlockWeights *g,
                            MtActs *a, int l, const float *x, int add)
 {
+    if (a->tp) {
+        mt_tp_block_backward(cfg, w, g, a, l, x, add);
+        return;
+    }
     int B = a->B, T = a->T, C = cfg->C, N = B * T;
-    Local lo = local_of(cfg, a->tp);
     /* MLP: res3 = res2 + gelu(ln2 @ fc) @ fcproj */
     mt_matmul_backward(a->dfch, g->fcprojw, g->fcprojb, a->dres, a->fch_gelu[l], w->fcprojw, N,
-                       lo.Fl, C, add * MT_ADD_DW);
+                       4 * C, C, add * MT_ADD_DW);
     POLL(a);
-    mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * lo.Fl);
+    mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * 4 * C);
     POLL(a);
-    mt_matmul_backward(NULL, g->fcw, g->fcb, a->dfch, a->ln2[l], NULL, N, C, lo.Fl, add * MT_ADD_DW);
-    colpar_dinp(a, a->dln, a->dfch, w->fcw, N, C, lo.Fl, 0);
+    mt_matmul_backward(a->dln, g->fcw, g->fcb, a->dfch, a->ln2[l], w->fcw, N, C, 4 * C, add * MT_ADD_DW);
     POLL(a);
     mt_layernorm_backward(a->dres, g->ln2w, g->ln2b, a->dln, a->res2[l], w->ln2w, a->ln2_mean[l],
                           a->ln2_rstd[l], N, C, add);
     POLL(a);
     /* attention: res2 = x + attn(ln1(x)) @ attproj */
-    mt_matmul_backward(a->datty, g->attprojw, g->attprojb, a->dres, a->atty[l], w->attprojw, N, lo.Cl,
+    mt_matmul_backward(a->datty, g->attprojw, g->attprojb, a->dres, a->atty[l], w->attprojw, N, C,
                        C, add * MT_ADD_DW);
     POLL(a);
-    mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
+    mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, C,
+                          cfg->NH);
     POLL(a);
-    mt_matmul_backward(NULL, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], NULL, N, C, 3 * lo.Cl, add * MT_ADD_DW);
-    colpar_dinp(a, a->dln, a->dqkv, w->qkvw, N, C, 3 * lo.Cl, 1);
+    mt_matmul_backward(a->dln, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * C, add * MT_ADD_DW);
     POLL(a);
     mt_layernorm_backward(a->dres, g->ln1w, g->ln1b, a->dln, x, w->ln1w, a->ln1_mean[l],
                           a->ln1_rstd[l], N, C, add);
@@ -437,35 +395,12 @@ static void hook(const MtUnitHooks *h, MtUnitEvent ev, int unit)
 
 void mt_model_embed_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens)
 {
-    if (a->tp) { /* this rank's vocabulary rows, the others' zeros, summed over the group */
-        Local lo = local_of(cfg, a->tp);
-        int N = a->B * a->T;
-        mt_tp_embed_lookup(a->encoded, tokens, w->wte, lo.v0, lo.Vl, N, cfg->C);
-        tp_sum(a, a->encoded, (int64_t)N * cfg->C);
-        mt_tp_embed_finish(a->encoded, w->wpe, a->B, a->T, cfg->C);
-    } else
-        mt_encoder_forward(a->encoded, tokens, w->wte, w->wpe, a->B, a->T, cfg->C);
+    if (a->tp) {
+        mt_tp_embed_forward(cfg, w, a, tokens);
+        return;
+    }
+    mt_encoder_forward(a->encoded, tokens, w->wte, w->wpe, a->B, a->T, cfg->C);
     POLL(a);
-}
-
-/* the vocabulary-parallel cross-entropy of this rank's logit columns (mt_tp.h) */
-static double tp_xent(const MtConfig *cfg, MtActs *a, const int32_t *targets, float dscale)
-{
-    const MtTpCtx *tp = a->tp;
-    Local lo = local_of(cfg, tp);
-    int N = a->B * a->T;
-    mt_tp_xent_max(a->tpmx, a->logits, lo.v0, lo.Vl, cfg->V, N);
-    if (tp->N > 1) {
-        tp->allgather(tp->comm, a->tpmx, a->tpgather, N);
-        mt_tp_xent_reduce_max(a->tpmx, a->tpgather, tp->N, N);
-    }
-    mt_tp_xent_sums(a->tpstats, a->logits, a->tpmx, targets, lo.v0, lo.Vl, cfg->V, N, lo.nb);
-    const float *all = a->tpstats;
-    if (tp->N > 1) {
-        tp->allgather(tp->comm, a->tpstats, a->tpgather, 4 * (int64_t)N);
-        all = a->tpgather;
-    }
-    return mt_tp_xent_finish(a->logits, a->losses, all, tp->N, a->tpmx, targets, lo.v0, lo.Vl, cfg->V, N, dscale);
 }
 
 void mt_model_block_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, int l, const float *x)
@@ -476,32 +411,29 @@ void mt_model_block_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, 
 double mt_model_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x,
                              const int32_t *targets, float dscale)
 {
+    if (a->tp)
+        return mt_tp_head_forward(cfg, w, a, x, targets, dscale);
     int N = a->B * a->T, C = cfg->C;
     mt_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, N, C);
     POLL(a);
-    /* logits (N,Vl) = lnf @ wte^T (tied head; with tp this rank's vocabulary columns) */
-    Local lo = local_of(cfg, a->tp);
-    mt_gemm(0, 1, N, (int)lo.Vl, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, (int)lo.Vl, 0);
+    /* logits (N,V) = lnf @ wte^T (tied head) */
+    mt_gemm(0, 1, N, cfg->V, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, cfg->V, 0);
     POLL(a);
-    if (a->tp)
-        return tp_xent(cfg, a, targets, dscale);
     return mt_crossentropy_fused(a->logits, a->losses, targets, N, cfg->V, dscale);
 }
 
 void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a,
                             const float *x)
 {
+    if (a->tp) {
+        mt_tp_head_backward(cfg, w, g, a, x);
+        return;
+    }
     int N = a->B * a->T, C = cfg->C;
     /* dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte */
-    Local lo = local_of(cfg, a->tp);
-    int Vl = (int)lo.Vl;
-    mt_gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
+    mt_gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
     POLL(a);
-    if (a->tp) { /* the blocked sum over the vocabulary, summed over the group */
-        mt_tp_vocab_dinp(a->dln, a->tptmp, a->logits, w->wte, N, C, Vl, lo.nb);
-        tp_sum(a, a->dln, (int64_t)N * C);
-    } else
-        mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
+    mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
     POLL(a);
     memset(a->dres, 0, sizeof(float) * (size_t)N * C);
     mt_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
@@ -514,7 +446,7 @@ static void recompute(const MtConfig *cfg, const MtWeights *w, MtActs *a, int l,
     if (a->recompute == MT_RECOMPUTE_FULL)
         block_forward(cfg, &w->h[l], a, l, x);
     else if (a->recompute == MT_RECOMPUTE_ATTN) {
-        Local lo = local_of(cfg, a->tp);
+        MtTpLocal lo = mt_tp_local(cfg, a->tp, a->B * a->T);
         mt_attention_forward(a->atty[l], a->att[l], a->qkv[l], a->B, a->T, lo.Cl, lo.Hl);
     }
 }
@@ -526,15 +458,13 @@ void mt_model_block_backward(const MtConfig *cfg, const MtWeights *w, const MtWe
     block_backward(cfg, &w->h[l], &g->h[l], a, l, x, !g->fresh);
 }
 
-void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, const MtActs *a, const int32_t *tokens)
+void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens)
 {
-    if (a->tp) { /* this rank's vocabulary rows; wpe (replicated) as on one device */
-        Local lo = local_of(cfg, a->tp);
-        if (dwte)
-            mt_tp_embed_backward(dwte, a->dres, tokens, lo.v0, lo.Vl, a->B * a->T, cfg->C);
-        mt_encoder_backward(NULL, dwpe, a->dres, tokens, a->B, a->T, cfg->C);
-    } else
-        mt_encoder_backward(dwte, dwpe, a->dres, tokens, a->B, a->T, cfg->C);
+    if (a->tp) {
+        mt_tp_embed_backward(cfg, dwte, dwpe, a, tokens);
+        return;
+    }
+    mt_encoder_backward(dwte, dwpe, a->dres, tokens, a->B, a->T, cfg->C);
 }
 
 /* ---- backward split into the input gradient (B) and the weight gradient (W) ---- */

@@ -113,11 +113,13 @@ typedef struct {
     void (*poll)(void *ctx);
     void *poll_ctx;
     /* tensor parallelism (mt_tp.h): NULL computes the whole model; else this rank's heads,
-     * MLP columns and vocabulary rows, its buffers sized for them, plus the blocked sums'
-     * scratch: tpsum (N C), tptmp (tree buffers of N C), tpmx (N), tpstats (4 N) and
-     * tpgather (4 N x ranks) */
+     * MLP columns and vocabulary rows, its buffers sized for them (with sequence parallelism
+     * encoded, res2, res3, the LayerNorm statistics and dres hold the rank's rows only; ln1,
+     * ln2 and lnf all rows, gathered), plus the blocked sums' scratch: tpsum (N C), tptmp
+     * (tree buffers of N C), tpmx (N), tpstats (4 N), tpgather (4 N x ranks), tpcol (16 C:
+     * row-block sums), and with sequence parallelism tpfull (N C) and tprep (6 C) */
     const struct MtTpCtx *tp;
-    float *tpsum, *tptmp[8], *tpmx, *tpstats, *tpgather;
+    float *tpsum, *tptmp[8], *tpmx, *tpstats, *tpgather, *tpcol, *tpfull, *tprep;
 } MtActs;
 
 /* --recompute: none; attn recomputes the attention probabilities (B,NH,T,T) in each
@@ -190,7 +192,7 @@ void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWei
                             const float *x);
 void mt_model_block_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a, int l,
                              const float *x);
-void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, const MtActs *a, const int32_t *tokens);
+void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens);
 
 /* Backward split in two halves (zero-bubble schedules), together the same bits as the
  * passes above: *_input computes the gradient of the input (a->dres) and stashes what the

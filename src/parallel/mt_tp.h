@@ -96,12 +96,39 @@ typedef struct MtTpCtx {
     int N, r;   /* ranks in the tp group, this rank */
     int K;      /* blocks of every split sum; N divides K */
     int64_t Vp; /* padded vocabulary: a multiple of 64 K, rows >= V are zero padding */
+    int seqpar; /* sequence parallelism (tp_model.c): rank r holds rows [r n/N, (r+1) n/N) */
     /* over the tp group; NULL when N == 1.  allreduce: sum in the pairwise order over
-     * group ranks.  allgather: in (n floats) from every rank, rank-major in out (N n). */
+     * group ranks.  allgather: in (n floats) from every rank, rank-major in out (N n; in may
+     * be the rank's own chunk of out).  reduce_scatter: out gets rank r's chunk (n / N
+     * floats) of the sum of in (n), in the same order. */
     void (*allreduce)(void *comm, float *buf, int64_t n);
     void (*allgather)(void *comm, const float *in, float *out, int64_t n);
+    void (*reduce_scatter)(void *comm, const float *in, float *out, int64_t n);
     void *comm;
 } MtTpCtx;
+
+/* A rank's share of a micro-batch of ntok rows: attention width and heads, MLP width, its
+ * vocabulary columns [v0, v0 + Vl), the blocks of a split sum it computes, and its rows of
+ * the residual stream [row0, row0 + rows) (all of them without sequence parallelism).
+ * tp NULL: the whole model. */
+typedef struct {
+    int Cl, Hl, Fl;
+    int64_t Vl, v0;
+    int nb;
+    int rows, row0;
+} MtTpLocal;
+MtTpLocal mt_tp_local(const MtConfig *cfg, const MtTpCtx *tp, int ntok);
+
+/* The model's passes on a tp rank (tp_model.c), called by mt_model_* when the activations
+ * carry a context; the same contracts as theirs (mt_model.h). */
+void mt_tp_embed_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens);
+void mt_tp_block_forward(const MtConfig *cfg, const MtBlockWeights *w, MtActs *a, int l, const float *x);
+double mt_tp_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x, const int32_t *targets,
+                          float dscale);
+void mt_tp_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a, const float *x);
+void mt_tp_block_backward(const MtConfig *cfg, const MtBlockWeights *w, const MtBlockWeights *g, MtActs *a, int l,
+                          const float *x, int add);
+void mt_tp_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens);
 
 /* The padded vocabulary of K blocks: V rounded up to a multiple of 64 K. */
 static inline int64_t mt_tp_vocab_of(int64_t V, int K) { return mt_tp_vocab_padded(V, 64 * (int64_t)K); }
@@ -129,10 +156,12 @@ void mt_tp_tree_add(float **parts, int nb, int64_t n);
 
 /* The embedding over vocabulary rows [v0, v0 + Vl): out[n] = wte[tokens[n] - v0] for the
  * rank's own tokens, 0 for the others (then summed over the group, and wpe added by
- * mt_tp_embed_finish); backward: dwte rows += dout for the rank's tokens, in row order. */
+ * mt_tp_embed_finish to rows [row0, row0 + rows) of the flat (B, T) order); backward: dwte
+ * rows += dout for the rank's tokens, in row order. */
 void mt_tp_embed_lookup(float *out, const int32_t *tokens, const float *wte, int64_t v0, int64_t Vl, int N, int C);
-void mt_tp_embed_finish(float *out, const float *wpe, int B, int T, int C);
-void mt_tp_embed_backward(float *dwte, const float *dout, const int32_t *tokens, int64_t v0, int64_t Vl, int N, int C);
+void mt_tp_embed_finish(float *out, const float *wpe, int row0, int rows, int T, int C);
+void mt_tp_embed_backward_rows(float *dwte, const float *dout, const int32_t *tokens, int64_t v0, int64_t Vl, int N,
+                               int C);
 
 /* The vocabulary-parallel cross-entropy, in three steps around two all-gathers.  logits
  * (N, Vl) hold columns [v0, v0 + Vl) of the padded vocabulary; columns >= V are padding

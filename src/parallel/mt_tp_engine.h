@@ -7,7 +7,9 @@
  * per block two in the forward (after attn.c_proj and mlp.c_proj, Megatron's g) and two in
  * the backward (the input gradients of c_attn and c_fc, Megatron's f), one for the
  * embedding and one for the head's input gradient, and two all-gathers of row statistics
- * for the vocabulary-parallel loss.  With K blocks (N dividing K) every layout gives the
+ * for the vocabulary-parallel loss.  With --sequence-parallel each all-reduce of the
+ * residual stream becomes a reduce-scatter and an all-gather (tp_model.c), plus one small
+ * all-reduce of the replicated gradients per block and one for ln_f.  With K blocks (N dividing K) every layout gives the
  * bits of one device run with the same K; without --tp-blocks, K = N.  The replicated
  * parameters receive the same gradients on every rank, so they stay identical without
  * being communicated.  The gradient norm: mt_tp_sumsq_parts on each rank, all-gathered,
@@ -37,11 +39,13 @@ typedef struct {
     int64_t most;     /* floats of the largest whole tensor */
 } MtTpe;
 
-/* Checks --tp N and --tp-blocks K (0: not given) against the model: N divides the heads
- * and 4C; K a power of two, a multiple of N, dividing the width.  MT_EINPUT with one line. */
-MtStatus mt_tpe_check(const MtConfig *cfg, int N, int K);
-/* Before mt_trainer_init: the context for rank r of N with K blocks (0: N), and tc->tp. */
-void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K);
+/* Checks --tp N and --tp-blocks K (0: not given) against the model and the micro-batch's
+ * ntok tokens: N divides the heads (and so 4C); K a power of two, a multiple of N, dividing
+ * the width and ntok.  MT_EINPUT with one line. */
+MtStatus mt_tpe_check(const MtConfig *cfg, int N, int K, int ntok);
+/* Before mt_trainer_init: the context for rank r of N with K blocks (0: N), sequence
+ * parallelism on or off, and tc->tp. */
+void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K, int seqpar);
 /* After mt_trainer_init: buffers; MT_ENOMEM on failure (t freed). */
 MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr);
 void mt_tpe_free(MtTpe *t);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-MtStatus mt_tpe_check(const MtConfig *cfg, int N, int K)
+MtStatus mt_tpe_check(const MtConfig *cfg, int N, int K, int ntok)
 {
     MT_TRY(mt_tp_check(cfg, N));
     if (K == 0)
@@ -16,6 +16,8 @@ MtStatus mt_tpe_check(const MtConfig *cfg, int N, int K)
         return mt_error(MT_EINPUT, "--tp-blocks %d must be a multiple of --tp %d (each rank sums whole blocks)", K, N);
     if (cfg->C % K != 0)
         return mt_error(MT_EINPUT, "--tp-blocks %d must divide the width %d", K, cfg->C);
+    if (ntok % K != 0)
+        return mt_error(MT_EINPUT, "--tp-blocks %d must divide the %d tokens of a micro-batch (row blocks)", K, ntok);
     return MT_OK;
 }
 
@@ -28,6 +30,14 @@ static void tp_allreduce(void *ctx, float *buf, int64_t n)
     t->comm_s += mt_now() - t0;
 }
 
+static void tp_reduce_scatter(void *ctx, const float *in, float *out, int64_t n)
+{
+    MtTpe *t = ctx;
+    double t0 = mt_now();
+    mt_reduce_scatter(t->c, MT_GROUP_TP, in, out, n, t->ctx.N > 2); /* two ranks: as tp_allreduce */
+    t->comm_s += mt_now() - t0;
+}
+
 static void tp_allgather(void *ctx, const float *in, float *out, int64_t n)
 {
     MtTpe *t = ctx;
@@ -36,16 +46,17 @@ static void tp_allgather(void *ctx, const float *in, float *out, int64_t n)
     t->comm_s += mt_now() - t0;
 }
 
-void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K)
+void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K, int seqpar)
 {
     memset(t, 0, sizeof *t);
     t->c = N > 1 ? c : NULL;
     int Ke = K > 0 ? K : N;
     t->ctx = (MtTpCtx){.N = N, .r = t->c ? mt_comm_group_rank(c, MT_GROUP_TP) : 0, .K = Ke,
-                       .Vp = mt_tp_vocab_of(tc->cfg.V, Ke), .comm = t};
+                       .Vp = mt_tp_vocab_of(tc->cfg.V, Ke), .seqpar = seqpar, .comm = t};
     if (t->c) {
         t->ctx.allreduce = tp_allreduce;
         t->ctx.allgather = tp_allgather;
+        t->ctx.reduce_scatter = tp_reduce_scatter;
     }
     tc->tp = &t->ctx;
     mt_tp_test_left_to_right(getenv("MT_TEST_TP_LTR") != NULL); /* test hook (mt_tp.h) */

@@ -148,18 +148,18 @@ void mt_tp_embed_lookup(float *out, const int32_t *tokens, const float *wte, int
     }
 }
 
-void mt_tp_embed_finish(float *out, const float *wpe, int B, int T, int C)
+void mt_tp_embed_finish(float *out, const float *wpe, int row0, int rows, int T, int C)
 {
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < B * T; n++) {
+    for (int n = 0; n < rows; n++) {
         float *o = out + (int64_t)n * C;
-        const float *p = wpe + (int64_t)(n % T) * C;
+        const float *p = wpe + (int64_t)((row0 + n) % T) * C;
         for (int c = 0; c < C; c++)
             o[c] = o[c] + p[c];
     }
 }
 
-void mt_tp_embed_backward(float *dwte, const float *dout, const int32_t *tokens, int64_t v0, int64_t Vl, int N, int C)
+void mt_tp_embed_backward_rows(float *dwte, const float *dout, const int32_t *tokens, int64_t v0, int64_t Vl, int N, int C)
 {
 #pragma omp parallel
     {
