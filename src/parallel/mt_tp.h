@@ -104,6 +104,11 @@ typedef struct MtTpCtx {
     void (*allreduce)(void *comm, float *buf, int64_t n);
     void (*allgather)(void *comm, const float *in, float *out, int64_t n);
     void (*reduce_scatter)(void *comm, const float *in, float *out, int64_t n);
+    /* the same started (out NULL: all-reduce of in, in place; else reduce-scatter into out),
+     * progressed by test (true once finished: the request is gone) or finished by wait */
+    void *(*start)(void *comm, float *in, float *out, int64_t n);
+    int (*test)(void *comm, void *req);
+    void (*wait)(void *comm, void *req);
     void *comm;
 } MtTpCtx;
 

@@ -38,6 +38,33 @@ static void tp_reduce_scatter(void *ctx, const float *in, float *out, int64_t n)
     t->comm_s += mt_now() - t0;
 }
 
+static void *tp_start(void *ctx, float *in, float *out, int64_t n)
+{
+    MtTpe *t = ctx;
+    double t0 = mt_now();
+    MtRequest *r = out ? mt_ireduce_scatter(t->c, MT_GROUP_TP, in, out, n, t->ctx.N > 2)
+                       : mt_iallreduce(t->c, MT_GROUP_TP, in, n, t->ctx.N > 2);
+    t->comm_s += mt_now() - t0;
+    return r;
+}
+
+static int tp_test(void *ctx, void *req)
+{
+    MtTpe *t = ctx;
+    double t0 = mt_now();
+    int done = mt_test(t->c, req);
+    t->comm_s += mt_now() - t0;
+    return done;
+}
+
+static void tp_wait(void *ctx, void *req)
+{
+    MtTpe *t = ctx;
+    double t0 = mt_now();
+    mt_wait(t->c, req);
+    t->comm_s += mt_now() - t0;
+}
+
 static void tp_allgather(void *ctx, const float *in, float *out, int64_t n)
 {
     MtTpe *t = ctx;
@@ -57,6 +84,9 @@ void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K, int seqp
         t->ctx.allreduce = tp_allreduce;
         t->ctx.allgather = tp_allgather;
         t->ctx.reduce_scatter = tp_reduce_scatter;
+        t->ctx.start = tp_start;
+        t->ctx.test = tp_test;
+        t->ctx.wait = tp_wait;
     }
     tc->tp = &t->ctx;
     mt_tp_test_left_to_right(getenv("MT_TEST_TP_LTR") != NULL); /* test hook (mt_tp.h) */

@@ -190,18 +190,36 @@ static const float *all_rows(MtActs *a, const MtTpLocal *lo, int C)
     return a->tpfull;
 }
 
-/* the input gradient of a column-parallel product: the blocked sum over this rank's
- * columns, then summed over the group (all rows) or scattered (this rank's rows, returned) */
-static const float *colpar_dinp(MtActs *a, const float *dout, const float *w, int N, int C, int OC, int heads)
+/* The input gradient of a column-parallel product (c_attn, c_fc), overlapped with its
+ * weight gradient: the blocked sum over this rank's columns is computed first, its
+ * reduction over the group (all rows; with sequence parallelism scattered to this rank's
+ * rows) started, and the weight gradient dw (C, OC) = inp^T @ dout computed meanwhile in
+ * slices of rows, the reduction progressed between them (each element is the whole
+ * product's: rows of dw are independent).  Returns the reduced input gradient. */
+#define DW_SLICES 8
+static const float *colpar_backward(MtActs *a, float *dw, float *db, const float *dout, const float *inp,
+                                    const float *w, int N, int C, int OC, int heads, int add)
 {
-    mt_tp_colpar_dinp(a->dln, a->tptmp, dout, w, N, C, OC, a->tp->K / a->tp->N, heads);
+    const MtTpCtx *tp = a->tp;
+    mt_tp_colpar_dinp(a->dln, a->tptmp, dout, w, N, C, OC, tp->K / tp->N, heads);
     POLL(a);
-    if (!a->tp->seqpar) {
-        sum_all(a, a->dln, (int64_t)N * C);
-        return a->dln;
+    float *out = tp->seqpar ? a->tpsum : a->dln;
+    void *req = tp->N > 1 ? tp->start(tp->comm, a->dln, tp->seqpar ? out : NULL, (int64_t)N * C) : NULL;
+    if (tp->seqpar && tp->N == 1)
+        memcpy(out, a->dln, sizeof(float) * (size_t)N * C);
+    int per = (C + DW_SLICES - 1) / DW_SLICES;
+    for (int c0 = 0; c0 < C; c0 += per) {
+        int rows = c0 + per < C ? per : C - c0;
+        mt_gemm(1, 0, rows, OC, N, 1.0f, inp + c0, C, dout, OC, (add & MT_ADD_DW) ? 1.0f : 0.0f, dw + (int64_t)c0 * OC,
+                OC, 0);
+        if (req && tp->test(tp->comm, req))
+            req = NULL; /* finished (and given back) */
+        POLL(a);
     }
-    sum_scatter(a, a->dln, a->tpsum, (int64_t)N * C);
-    return a->tpsum;
+    mt_colsum(db, dout, N, OC, add & MT_ADD_DW);
+    if (req)
+        tp->wait(tp->comm, req);
+    return out;
 }
 
 /* the head's input gradient: the blocked sum over this rank's vocabulary rows, summed over
@@ -230,8 +248,7 @@ void mt_tp_block_backward(const MtConfig *cfg, const MtBlockWeights *w, const Mt
     POLL(a);
     mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * lo.Fl);
     POLL(a);
-    mt_matmul_backward(NULL, g->fcw, g->fcb, a->dfch, a->ln2[l], NULL, N, C, lo.Fl, add * MT_ADD_DW);
-    const float *dln = colpar_dinp(a, a->dfch, w->fcw, N, C, lo.Fl, 0);
+    const float *dln = colpar_backward(a, g->fcw, g->fcb, a->dfch, a->ln2[l], w->fcw, N, C, lo.Fl, 0, add * MT_ADD_DW);
     POLL(a);
     const float *ln2x = a->res2[l];
     mt_layernorm_backward(a->dres, NULL, NULL, dln, ln2x, w->ln2w, a->ln2_mean[l], a->ln2_rstd[l], lo.rows, C, 1);
@@ -244,8 +261,7 @@ void mt_tp_block_backward(const MtConfig *cfg, const MtBlockWeights *w, const Mt
     POLL(a);
     mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
     POLL(a);
-    mt_matmul_backward(NULL, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], NULL, N, C, 3 * lo.Cl, add * MT_ADD_DW);
-    dln = colpar_dinp(a, a->dqkv, w->qkvw, N, C, 3 * lo.Cl, 1);
+    dln = colpar_backward(a, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * lo.Cl, 1, add * MT_ADD_DW);
     POLL(a);
     mt_layernorm_backward(a->dres, NULL, NULL, dln, x, w->ln1w, a->ln1_mean[l], a->ln1_rstd[l], lo.rows, C, 1);
     rows_grads(a, 1, g->ln1w, g->ln1b, dln, x, a->ln1_mean[l], a->ln1_rstd[l], lo.rows, C, add);
