@@ -235,8 +235,11 @@ MtStatus mt_ckpt_read_config(const char *dir, MtConfig *cfg)
 
 /* Checks every tensor of the table (prefixed) against the file, and reads the flat range
  * [lo, hi) of them into base (element 0 = flat lo); the rest of the file is not read. */
-static MtStatus load_tensors(const char *path, const char *prefix, const MtParam *table, int n, int64_t lo,
-                             int64_t hi, float *base)
+/* piece k of tensor i: its elements [*begin, *end) to base + the returned index; -1: none left */
+typedef int64_t (*PieceFn)(const void *ctx, const MtParam *t, int i, int k, int64_t *begin, int64_t *end);
+
+static MtStatus load_tensors(const char *path, const char *prefix, const MtParam *table, int n, PieceFn piece,
+                             const void *ctx, float *base)
 {
     MtStFile f;
     MT_TRY(mt_st_open_lazy(path, &f));
@@ -260,10 +263,10 @@ static MtStatus load_tensors(const char *path, const char *prefix, const MtParam
                          table[i].ndim > 1 ? (long long)table[i].shape[1] : 0LL);
             break;
         }
-        int64_t a = table[i].offset > lo ? table[i].offset : lo;
-        int64_t b = table[i].offset + table[i].numel < hi ? table[i].offset + table[i].numel : hi;
-        if (a < b)
-            s = mt_st_read(&f, t, a - table[i].offset, b - a, base + (a - lo));
+        int64_t a, b, at;
+        for (int k = 0; s == MT_OK && (at = piece(ctx, table, i, k, &a, &b)) >= 0; k++)
+            if (a < b)
+                s = mt_st_read(&f, t, a, b - a, base + at);
     }
     if (s == MT_OK && f.ntensors != n && prefix[0] == 0)
         s = mt_error(MT_EINPUT, "%s: holds %d tensors, the model has %d", path, f.ntensors, n);
@@ -271,21 +274,59 @@ static MtStatus load_tensors(const char *path, const char *prefix, const MtParam
     return s;
 }
 
+/* the flat range [lo, hi) as one piece per tensor */
+static int64_t range_piece(const void *ctx, const MtParam *t, int i, int k, int64_t *begin, int64_t *end)
+{
+    const int64_t *r = ctx; /* lo, hi */
+    int64_t a = t[i].offset > r[0] ? t[i].offset : r[0];
+    int64_t b = t[i].offset + t[i].numel < r[1] ? t[i].offset + t[i].numel : r[1];
+    if (k > 0 || a >= b)
+        return -1;
+    *begin = a - t[i].offset;
+    *end = b - t[i].offset;
+    return a - r[0];
+}
+
+typedef struct {
+    MtCkptPieces fn;
+    void *ctx;
+} Pieces;
+
+static int64_t user_piece(const void *ctx, const MtParam *t, int i, int k, int64_t *begin, int64_t *end)
+{
+    const Pieces *p = ctx;
+    return p->fn(p->ctx, i, k, begin, end);
+}
+
+static MtStatus load_all(const char *dir, const MtParam *table, int nparams, PieceFn piece, const void *ctx,
+                         float *params, float *m, float *v)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (params)
+        MT_TRY(load_tensors(path, "", table, nparams, piece, ctx, params));
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    if (m)
+        MT_TRY(load_tensors(path, "exp_avg.", table, nparams, piece, ctx, m));
+    if (v)
+        MT_TRY(load_tensors(path, "exp_avg_sq.", table, nparams, piece, ctx, v));
+    return MT_OK;
+}
+
+MtStatus mt_ckpt_load_pieces(const char *dir, const MtParam *table, int nparams, MtCkptPieces fn, void *ctx,
+                             float *params, float *m, float *v)
+{
+    Pieces p = {fn, ctx};
+    return load_all(dir, table, nparams, user_piece, &p, params, m, v);
+}
+
 static int64_t table_end(const MtParam *table, int n) { return table[n - 1].offset + table[n - 1].numel; }
 
 MtStatus mt_ckpt_load_range(const char *dir, const MtParam *table, int nparams, int64_t lo, int64_t hi,
                             float *params, float *m, float *v)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (params)
-        MT_TRY(load_tensors(path, "", table, nparams, lo, hi, params));
-    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-    if (m)
-        MT_TRY(load_tensors(path, "exp_avg.", table, nparams, lo, hi, m));
-    if (v)
-        MT_TRY(load_tensors(path, "exp_avg_sq.", table, nparams, lo, hi, v));
-    return MT_OK;
+    int64_t r[2] = {lo, hi};
+    return load_all(dir, table, nparams, range_piece, r, params, m, v);
 }
 
 MtStatus mt_ckpt_load_params(const char *dir, const MtParam *table, int nparams, float *params)

@@ -39,6 +39,13 @@ MtStatus mt_ckpt_read_config(const char *dir, MtConfig *cfg);
  * (each destination NULL to skip it; element 0 = flat lo): a rank reads only its part. */
 MtStatus mt_ckpt_load_range(const char *dir, const MtParam *table, int nparams, int64_t lo, int64_t hi,
                             float *params, float *m, float *v);
+/* The same for any pieces: fn(ctx, p, k, &begin, &end) gives piece k of tensor p (its
+ * elements [begin, end), in the tensor's flat order) and returns where it goes in each
+ * destination array, or -1 when p has no more pieces.  A tensor-parallel rank reads its
+ * slices this way, one read per piece. */
+typedef int64_t (*MtCkptPieces)(void *ctx, int p, int k, int64_t *begin, int64_t *end);
+MtStatus mt_ckpt_load_pieces(const char *dir, const MtParam *table, int nparams, MtCkptPieces fn, void *ctx,
+                             float *params, float *m, float *v);
 MtStatus mt_ckpt_load_params(const char *dir, const MtParam *table, int nparams, float *params);
 /* The training state (trainer_state.json). */
 MtStatus mt_ckpt_read_state(const char *dir, MtTrainState *ts);

@@ -104,11 +104,6 @@ typedef struct MtTpCtx {
     void (*allreduce)(void *comm, float *buf, int64_t n);
     void (*allgather)(void *comm, const float *in, float *out, int64_t n);
     void (*reduce_scatter)(void *comm, const float *in, float *out, int64_t n);
-    /* the same started (out NULL: all-reduce of in, in place; else reduce-scatter into out),
-     * progressed by test (true once finished: the request is gone) or finished by wait */
-    void *(*start)(void *comm, float *in, float *out, int64_t n);
-    int (*test)(void *comm, void *req);
-    void (*wait)(void *comm, void *req);
     void *comm;
 } MtTpCtx;
 
@@ -153,6 +148,12 @@ void mt_tp_colpar_dinp(float *S, float **tmp, const float *dout, const float *w,
 /* S (N,C) = sum over the nb blocks of dlogits (N, Vl) @ wte (Vl, C), block j being rows
  * [j Vl/nb, (j+1) Vl/nb). */
 void mt_tp_vocab_dinp(float *S, float **tmp, const float *dlogits, const float *wte, int N, int C, int Vl, int nb);
+/* The sums over rows of a replicated parameter's gradient as nb blocks of `per` rows:
+ * ln 1, out (2C) = [dw | db] of a LayerNorm (dout, its input inp, its row statistics);
+ * ln 0, out (C) = the column sums of dout (a bias).  lvl: mt_tp_tree_depth(nb) buffers of
+ * 2C floats. */
+void mt_tp_rows_grads(float *out, float **lvl, int ln, const float *dout, const float *inp, const float *mean,
+                      const float *rstd, int per, int C, int nb);
 /* Test hook: on != 0 makes every blocked product sum its blocks left to right (a wrong
  * order that the bit-for-bit tests must catch; MT_TEST_TP_LTR=1 for meshtrain train). */
 void mt_tp_test_left_to_right(int on);

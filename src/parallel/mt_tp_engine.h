@@ -17,7 +17,7 @@
  *
  * Checkpoints are the single-device files: a save streams tensor by tensor to rank 0
  * (the slices all-gathered over the group, one tensor in flight), which writes; a load has
- * every rank read each whole tensor in turn and keep its slice.  Nothing here knows data
+ * every rank read only its slices (one read per run).  Nothing here knows data
  * or pipeline parallelism.
  */
 #ifndef MT_TP_ENGINE_H
@@ -35,7 +35,7 @@ typedef struct {
     MtParam *whole;   /* the whole model's table (the checkpoint's) */
     double comm_s;    /* seconds inside the tp collectives during the last step */
     double *parts, *all; /* the norm's per-tensor parts: this rank's, every rank's */
-    float *buf[3], *gath; /* save and load: one whole tensor of each array, one gathered */
+    float *buf, *gath; /* save: one whole tensor, its gathered slices */
     int64_t most;     /* floats of the largest whole tensor */
 } MtTpe;
 
@@ -53,7 +53,7 @@ void mt_tpe_free(MtTpe *t);
 void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st);
 /* Collective over the tp group; rank 0 writes. */
 MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts);
-/* Every rank reads its slices of the parameters and moments. */
+/* Every rank reads only its slices of the parameters and moments (one read per run). */
 MtStatus mt_tpe_load(MtTpe *t, const char *dir);
 /* How many replicated tensors (parameters or AdamW moments) are not bit-identical to tp
  * rank 0's, by a 64-bit hash of each all-gathered over the group; the same answer on every

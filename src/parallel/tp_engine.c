@@ -38,33 +38,6 @@ static void tp_reduce_scatter(void *ctx, const float *in, float *out, int64_t n)
     t->comm_s += mt_now() - t0;
 }
 
-static void *tp_start(void *ctx, float *in, float *out, int64_t n)
-{
-    MtTpe *t = ctx;
-    double t0 = mt_now();
-    MtRequest *r = out ? mt_ireduce_scatter(t->c, MT_GROUP_TP, in, out, n, t->ctx.N > 2)
-                       : mt_iallreduce(t->c, MT_GROUP_TP, in, n, t->ctx.N > 2);
-    t->comm_s += mt_now() - t0;
-    return r;
-}
-
-static int tp_test(void *ctx, void *req)
-{
-    MtTpe *t = ctx;
-    double t0 = mt_now();
-    int done = mt_test(t->c, req);
-    t->comm_s += mt_now() - t0;
-    return done;
-}
-
-static void tp_wait(void *ctx, void *req)
-{
-    MtTpe *t = ctx;
-    double t0 = mt_now();
-    mt_wait(t->c, req);
-    t->comm_s += mt_now() - t0;
-}
-
 static void tp_allgather(void *ctx, const float *in, float *out, int64_t n)
 {
     MtTpe *t = ctx;
@@ -84,9 +57,6 @@ void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K, int seqp
         t->ctx.allreduce = tp_allreduce;
         t->ctx.allgather = tp_allgather;
         t->ctx.reduce_scatter = tp_reduce_scatter;
-        t->ctx.start = tp_start;
-        t->ctx.test = tp_test;
-        t->ctx.wait = tp_wait;
     }
     tc->tp = &t->ctx;
     mt_tp_test_left_to_right(getenv("MT_TEST_TP_LTR") != NULL); /* test hook (mt_tp.h) */
@@ -205,9 +175,9 @@ static const float *whole_tensor(MtTpe *t, int which, int q)
         for (int k = 0; k < mt_tp_nruns(w, N); k++) {
             int64_t b, e, at;
             mt_tp_run(w, N, r, t->ctx.Vp, k, &b, &e, &at);
-            memcpy(t->buf[0] + b, t->gath + (int64_t)r * l->numel + at, sizeof(float) * (size_t)(e - b));
+            memcpy(t->buf + b, t->gath + (int64_t)r * l->numel + at, sizeof(float) * (size_t)(e - b));
         }
-    return t->buf[0];
+    return t->buf;
 }
 
 static const float *save_fetch(void *ctx, int which, int q) { return whole_tensor(ctx, which, q); }
@@ -221,34 +191,32 @@ static int64_t gath_floats(const MtTpe *t)
     return most * t->ctx.N;
 }
 
-static MtStatus buffers(MtTpe *t, int nbuf)
+static MtStatus buffers(MtTpe *t)
 {
     MtMem *mem = &t->tr->mem;
     int64_t gath = gath_floats(t);
-    for (int i = 0; i < nbuf; i++)
-        if (!(t->buf[i] = mt_mem_alloc(mem, MT_MEM_OTHER, sizeof(float) * (size_t)t->most)))
-            return mt_error(MT_ENOMEM, "cannot allocate %lld floats to move a tensor", (long long)t->most);
-    if (gath && !(t->gath = mt_mem_alloc(mem, MT_MEM_OTHER, sizeof(float) * (size_t)gath)))
-        return mt_error(MT_ENOMEM, "cannot allocate %lld floats to gather a tensor", (long long)gath);
+    if (!t->c)
+        return MT_OK;
+    if (!(t->buf = mt_mem_alloc(mem, MT_MEM_OTHER, sizeof(float) * (size_t)t->most)) ||
+        !(t->gath = mt_mem_alloc(mem, MT_MEM_OTHER, sizeof(float) * (size_t)gath)))
+        return mt_error(MT_ENOMEM, "cannot allocate %lld floats to gather a tensor", (long long)(gath + t->most));
     return MT_OK;
 }
 
 static void free_buffers(MtTpe *t)
 {
     MtMem *mem = &t->tr->mem;
-    int64_t gath = gath_floats(t);
-    for (int i = 0; i < 3; i++)
-        if (t->buf[i])
-            mt_mem_free(mem, MT_MEM_OTHER, t->buf[i], sizeof(float) * (size_t)t->most);
+    if (t->buf)
+        mt_mem_free(mem, MT_MEM_OTHER, t->buf, sizeof(float) * (size_t)t->most);
     if (t->gath)
-        mt_mem_free(mem, MT_MEM_OTHER, t->gath, sizeof(float) * (size_t)gath);
-    t->buf[0] = t->buf[1] = t->buf[2] = t->gath = NULL;
+        mt_mem_free(mem, MT_MEM_OTHER, t->gath, sizeof(float) * (size_t)gath_floats(t));
+    t->buf = t->gath = NULL;
 }
 
 MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts)
 {
     MtTrainer *tr = t->tr;
-    MtStatus s = buffers(t, t->c ? 1 : 0);
+    MtStatus s = buffers(t);
     MT_ASSERT(s == MT_OK, "%s", mt_error_msg()); /* every rank would need to agree to skip the save */
     int root = !t->c || mt_comm_rank(t->c) == 0;
     if (root)
@@ -265,24 +233,22 @@ MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts)
     return s != MT_OK ? s : ok ? MT_OK : mt_error(MT_EIO, "tp rank 0 could not save %s", dir);
 }
 
+/* piece k of tensor q for this rank: run k of its slice, placed in its local arrays */
+static int64_t load_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
+{
+    MtTpe *t = ctx;
+    const MtParam *w = &t->whole[q];
+    if (k >= mt_tp_nruns(w, t->ctx.N))
+        return -1;
+    int64_t at;
+    mt_tp_run(w, t->ctx.N, t->ctx.r, t->ctx.Vp, k, begin, end, &at);
+    return t->tr->table[q].offset + at;
+}
+
 MtStatus mt_tpe_load(MtTpe *t, const char *dir)
 {
     MtTrainer *tr = t->tr;
-    MtStatus s = buffers(t, 3);
-    for (int q = 0; q < tr->nparams && s == MT_OK; q++) {
-        const MtParam *w = &t->whole[q], *l = &tr->table[q];
-        s = mt_ckpt_load_range(dir, t->whole, tr->nparams, w->offset, w->offset + w->numel, t->buf[0], t->buf[1],
-                               t->buf[2]);
-        for (int which = 0; which < 3 && s == MT_OK; which++) {
-            float *dst = local_array(t, which) + l->offset;
-            memset(dst, 0, sizeof(float) * (size_t)l->numel); /* wte's padding rows */
-            for (int k = 0; k < mt_tp_nruns(w, t->ctx.N); k++) {
-                int64_t b, e, at;
-                mt_tp_run(w, t->ctx.N, t->ctx.r, t->ctx.Vp, k, &b, &e, &at);
-                memcpy(dst + at, t->buf[which] + b, sizeof(float) * (size_t)(e - b));
-            }
-        }
-    }
-    free_buffers(t);
-    return s;
+    for (int which = 0; which < 3; which++) /* wte's padding rows stay zero */
+        memset(local_array(t, which), 0, sizeof(float) * (size_t)tr->nfloats);
+    return mt_ckpt_load_pieces(dir, t->whole, tr->nparams, load_piece, t, tr->params, tr->m, tr->v);
 }

@@ -65,26 +65,6 @@ static void gather_rows(const MtActs *a, float *full, int64_t n)
 
 /* ---- rows as K blocks: the replicated parameters' gradients ---- */
 
-/* out (2C: dw | db, or C: db) = the tree over blocks [lo, hi) of `per` rows each */
-static void rows_tree(int ln, float *out, float **lvl, const float *dout, const float *inp, const float *mean,
-                      const float *rstd, int per, int C, int lo, int hi)
-{
-    if (hi - lo == 1) {
-        const float *d = dout + (int64_t)lo * per * C;
-        if (ln)
-            mt_layernorm_backward(NULL, out, out + C, d, inp + (int64_t)lo * per * C, NULL, mean + (int64_t)lo * per,
-                                  rstd + (int64_t)lo * per, per, C, 0);
-        else
-            mt_colsum(out, d, per, C, 0);
-        return;
-    }
-    int mid = lo + (hi - lo) / 2, w = ln ? 2 * C : C;
-    rows_tree(ln, out, lvl + 1, dout, inp, mean, rstd, per, C, lo, mid);
-    rows_tree(ln, lvl[0], lvl + 1, dout, inp, mean, rstd, per, C, mid, hi);
-    for (int c = 0; c < w; c++)
-        out[c] += lvl[0][c];
-}
-
 /* the LayerNorm's weight and bias gradients (ln) or a bias gradient over the rank's rows,
  * assigned (= : fresh gradients) or added into dw, db */
 static void rows_grads(MtActs *a, int ln, float *dw, float *db, const float *dout, const float *inp, const float *mean,
@@ -94,7 +74,7 @@ static void rows_grads(MtActs *a, int ln, float *dw, float *db, const float *dou
     float *out = a->tpcol, *lvl[8];
     for (int d = 0; d < 7; d++)
         lvl[d] = a->tpcol + (int64_t)(d + 1) * 2 * C;
-    rows_tree(ln, out, lvl, dout, inp, mean, rstd, rows / nb, C, 0, nb);
+    mt_tp_rows_grads(out, lvl, ln, dout, inp, mean, rstd, rows / nb, C, nb);
     const float *sw = ln ? out : NULL, *sb = ln ? out + C : out;
     for (int c = 0; c < C; c++) {
         if (dw)
@@ -190,36 +170,23 @@ static const float *all_rows(MtActs *a, const MtTpLocal *lo, int C)
     return a->tpfull;
 }
 
-/* The input gradient of a column-parallel product (c_attn, c_fc), overlapped with its
- * weight gradient: the blocked sum over this rank's columns is computed first, its
- * reduction over the group (all rows; with sequence parallelism scattered to this rank's
- * rows) started, and the weight gradient dw (C, OC) = inp^T @ dout computed meanwhile in
- * slices of rows, the reduction progressed between them (each element is the whole
- * product's: rows of dw are independent).  Returns the reduced input gradient. */
-#define DW_SLICES 8
+/* The weight and input gradients of a column-parallel product (c_attn, c_fc): the input
+ * gradient is the blocked sum over this rank's columns, summed over the group (all rows;
+ * with sequence parallelism scattered to this rank's rows) and returned.  (Overlapping the
+ * reduction with the weight gradient, computed in slices with the reduction progressed in
+ * between, measured slower here: BLIS packs the whole of dout again for every slice.) */
 static const float *colpar_backward(MtActs *a, float *dw, float *db, const float *dout, const float *inp,
                                     const float *w, int N, int C, int OC, int heads, int add)
 {
-    const MtTpCtx *tp = a->tp;
-    mt_tp_colpar_dinp(a->dln, a->tptmp, dout, w, N, C, OC, tp->K / tp->N, heads);
+    mt_matmul_backward(NULL, dw, db, dout, inp, NULL, N, C, OC, add);
+    mt_tp_colpar_dinp(a->dln, a->tptmp, dout, w, N, C, OC, a->tp->K / a->tp->N, heads);
     POLL(a);
-    float *out = tp->seqpar ? a->tpsum : a->dln;
-    void *req = tp->N > 1 ? tp->start(tp->comm, a->dln, tp->seqpar ? out : NULL, (int64_t)N * C) : NULL;
-    if (tp->seqpar && tp->N == 1)
-        memcpy(out, a->dln, sizeof(float) * (size_t)N * C);
-    int per = (C + DW_SLICES - 1) / DW_SLICES;
-    for (int c0 = 0; c0 < C; c0 += per) {
-        int rows = c0 + per < C ? per : C - c0;
-        mt_gemm(1, 0, rows, OC, N, 1.0f, inp + c0, C, dout, OC, (add & MT_ADD_DW) ? 1.0f : 0.0f, dw + (int64_t)c0 * OC,
-                OC, 0);
-        if (req && tp->test(tp->comm, req))
-            req = NULL; /* finished (and given back) */
-        POLL(a);
+    if (!a->tp->seqpar) {
+        sum_all(a, a->dln, (int64_t)N * C);
+        return a->dln;
     }
-    mt_colsum(db, dout, N, OC, add & MT_ADD_DW);
-    if (req)
-        tp->wait(tp->comm, req);
-    return out;
+    sum_scatter(a, a->dln, a->tpsum, (int64_t)N * C);
+    return a->tpsum;
 }
 
 /* the head's input gradient: the blocked sum over this rank's vocabulary rows, summed over

@@ -133,6 +133,33 @@ static void tree_parts(float **parts, int lo, int hi, int64_t n)
 
 void mt_tp_tree_add(float **parts, int nb, int64_t n) { tree_parts(parts, 0, nb, n); }
 
+/* ---- row blocks: the replicated parameters' gradients ---- */
+
+static void rows_tree(int ln, float *out, float **lvl, const float *dout, const float *inp, const float *mean,
+                      const float *rstd, int per, int C, int lo, int hi)
+{
+    if (hi - lo == 1) {
+        const float *d = dout + (int64_t)lo * per * C;
+        if (ln)
+            mt_layernorm_backward(NULL, out, out + C, d, inp + (int64_t)lo * per * C, NULL, mean + (int64_t)lo * per,
+                                  rstd + (int64_t)lo * per, per, C, 0);
+        else
+            mt_colsum(out, d, per, C, 0);
+        return;
+    }
+    int mid = lo + (hi - lo) / 2, w = ln ? 2 * C : C;
+    rows_tree(ln, out, lvl + 1, dout, inp, mean, rstd, per, C, lo, mid);
+    rows_tree(ln, lvl[0], lvl + 1, dout, inp, mean, rstd, per, C, mid, hi);
+    for (int c = 0; c < w; c++)
+        out[c] += lvl[0][c];
+}
+
+void mt_tp_rows_grads(float *out, float **lvl, int ln, const float *dout, const float *inp, const float *mean,
+                      const float *rstd, int per, int C, int nb)
+{
+    rows_tree(ln, out, lvl, dout, inp, mean, rstd, per, C, 0, nb);
+}
+
 /* ---- the vocabulary-parallel embedding ---- */
 
 void mt_tp_embed_lookup(float *out, const int32_t *tokens, const float *wte, int64_t v0, int64_t Vl, int N, int C)
