@@ -3,7 +3,7 @@
 
 The small configuration (6 layers, 6 heads, width 384, sequence 256, batch 8 as one
 micro-batch): one rank with one thread, one rank with two threads, one rank with
---tp-blocks 2 (what the bit-exact blocks cost a single-device step), and tp = 2 with one
+--tp-blocks 2, 4 and 8 (what the bit-exact blocks cost a single-device step), and tp = 2 with one
 thread per rank, with and without sequence parallelism, in the default mode and with
 --tp-blocks 2.  Ratios are taken within each rep, then their median.  The layouts run in turn in
 every rep, so the machine's drift hits every row alike.  Each run is `meshtrain train
@@ -30,6 +30,8 @@ LAYOUTS = [  # name, threads, extra flags
     ("one rank, 1 thread", 1, []),
     ("one rank, 2 threads", 2, []),
     ("one rank, 1 thread, --tp-blocks 2", 1, ["--tp-blocks", "2"]),
+    ("one rank, 1 thread, --tp-blocks 4", 1, ["--tp-blocks", "4"]),
+    ("one rank, 1 thread, --tp-blocks 8", 1, ["--tp-blocks", "8"]),
     ("tp 2, 1 thread each", 1, ["--tp", "2"]),
     ("tp 2, 1 thread each, --tp-blocks 2", 1, ["--tp", "2", "--tp-blocks", "2"]),
     ("tp 2 --sequence-parallel, 1 thread each", 1, ["--tp", "2", "--sequence-parallel"]),

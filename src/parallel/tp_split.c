@@ -188,7 +188,7 @@ void mt_tp_sumsq_parts(const MtParam *t, int n, const float *g, int nsub, double
     MT_ASSERT(buf, "out of memory for the gradient norm");
     for (int i = 0; i < n; i++) {
         const MtParam *p = &t[i];
-        if (mt_tp_split(p) == MT_TP_REPLICATED)
+        if (mt_tp_split(p) == MT_TP_REPLICATED || nsub == 1) /* one slice: the tensor itself, in order */
             out[i] = blocks_sumsq(g + p->offset, p->numel);
         else
             out[i] = slice_tree(p, g + p->offset, nsub, 0, nsub, buf);
