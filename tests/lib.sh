@@ -47,6 +47,13 @@ train() {
     || fail "$name: exit $?: $(tail -3 "$T/$name.out")"
 }
 
+# resume checkpoint log save layout...: continue a checkpoint on $T/data, appending to log
+resume() {
+  local ck=$1 log=$2 out=$3; shift 3
+  $MT_BIN train --data "$T/data" --threads 1 --eval-every 0 --log-every 0 --resume "$ck" --log-json "$log" \
+    --save "$out" "$@" > "$out.out" 2>&1 || fail "resume into $out: $(tail -3 "$out.out")"
+}
+
 finish() {
   echo "$(basename "$0" .sh): $npass passed, $nfail failed"
   [ "$nfail" -eq 0 ]

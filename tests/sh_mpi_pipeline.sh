@@ -59,11 +59,6 @@ cmp -s "$T/ref_L4_M8/model.safetensors" "$T/ltr/model.safetensors" \
 train first $eq --layers 8 --micro-batch-size 1 --pp 4 --schedule interleaved --virtual-stages 2 --exit-interval 10
 cp -r "$T/first" "$T/first_copy"
 cp "$T/first.jsonl" "$T/one.jsonl"
-resume() { # checkpoint log save layout...
-  local ck=$1 log=$2 out=$3; shift 3
-  $MT_BIN train --data "$T/data" --threads 1 --eval-every 0 --log-every 0 --resume "$ck" --log-json "$log" \
-    --save "$out" "$@" > "$out.out" 2>&1 || fail "resume into $out: $(tail -3 "$out.out")"
-}
 resume "$T/first" "$T/first.jsonl" "$T/second" --pp 2 --schedule zb
 resume "$T/first_copy" "$T/one.jsonl" "$T/third"
 for x in first:second one:third; do

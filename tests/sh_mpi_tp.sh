@@ -55,11 +55,6 @@ done
 train half $eq --tp 2 --tp-blocks 4 --exit-interval 10
 cp -r "$T/half" "$T/half_copy"
 cp "$T/half.jsonl" "$T/one.jsonl"
-resume() { # checkpoint log save layout...
-  local ck=$1 log=$2 out=$3; shift 3
-  $MT_BIN train --data "$T/data" --threads 1 --eval-every 0 --log-every 0 --resume "$ck" --log-json "$log" \
-    --save "$out" "$@" > "$out.out" 2>&1 || fail "resume into $out: $(tail -3 "$out.out")"
-}
 resume "$T/half" "$T/half.jsonl" "$T/r4" --tp 4 --tp-blocks 4
 resume "$T/half_copy" "$T/one.jsonl" "$T/r1" --tp-blocks 4
 for x in half:r4 one:r1; do

@@ -175,25 +175,27 @@ static const float *all_rows(MtActs *a, const MtTpLocal *lo, int C)
  * with sequence parallelism scattered to this rank's rows) and returned.  (Overlapping the
  * reduction with the weight gradient, computed in slices with the reduction progressed in
  * between, measured slower here: BLIS packs the whole of dout again for every slice.) */
+static const float *reduce_dinp(MtActs *a, int N, int C);
+
 static const float *colpar_backward(MtActs *a, float *dw, float *db, const float *dout, const float *inp,
                                     const float *w, int N, int C, int OC, int heads, int add)
 {
     mt_matmul_backward(NULL, dw, db, dout, inp, NULL, N, C, OC, add);
     mt_tp_colpar_dinp(a->dln, a->tptmp, dout, w, N, C, OC, a->tp->K / a->tp->N, heads);
-    POLL(a);
-    if (!a->tp->seqpar) {
-        sum_all(a, a->dln, (int64_t)N * C);
-        return a->dln;
-    }
-    sum_scatter(a, a->dln, a->tpsum, (int64_t)N * C);
-    return a->tpsum;
+    return reduce_dinp(a, N, C);
 }
 
-/* the head's input gradient: the blocked sum over this rank's vocabulary rows, summed over
- * the group (all rows) or scattered (this rank's rows) */
+/* the head's input gradient: the blocked sum over this rank's vocabulary rows, reduced */
 static const float *colpar_vocab(MtActs *a, const float *wte, int N, int C, int Vl)
 {
     mt_tp_vocab_dinp(a->dln, a->tptmp, a->logits, wte, N, C, Vl, a->tp->K / a->tp->N);
+    return reduce_dinp(a, N, C);
+}
+
+/* a->dln (N,C), this rank's partial input gradient, summed over the group: all rows in
+ * place, or with sequence parallelism this rank's rows into a->tpsum; returns which */
+static const float *reduce_dinp(MtActs *a, int N, int C)
+{
     POLL(a);
     if (!a->tp->seqpar) {
         sum_all(a, a->dln, (int64_t)N * C);
