@@ -51,6 +51,18 @@ for run in "tp2:--tp 2" "tp4:--tp 4" "sp2:--tp 2 --sequence-parallel" "sp4:--tp 
     || fail "${run#*:} default: losses within $worst, weights $wts (want 1e-5, 1e-4)"
 done
 
+# ---- a group of 3 (fixed-order reductions, uneven row blocks: 32 rows in 3) ----
+odd="--data $T/data --heads 6 --dim 48 --seq-len 16 --warmup 2 --lr 3e-3 --eval-every 0 --log-every 0 --seed 7
+     --threads 1 --batch-size 4 --micro-batch-size 2 --layers 2 --steps 20"
+train odd1 $odd
+train odd3 $odd --tp 3
+worst=$(paste <(losses "$T/odd1.jsonl") <(losses "$T/odd3.jsonl") \
+        | awk '{ d = $1 - $2; d = d < 0 ? -d : d; r = d / $1; if (r > w) w = r } END { printf "%.3e", w }')
+wts=$($DIFF "$T/odd1/model.safetensors" "$T/odd3/model.safetensors")
+echo "--tp 3 (default): losses within $worst relative; weights within $wts (worst tensor)"
+awk -v l="$worst" -v w="${wts%% *}" 'BEGIN { exit !(l + 0 <= 1e-5 && w + 0 <= 1e-4) }' && pass \
+  || fail "tp 3 default: losses within $worst, weights $wts (want 1e-5, 1e-4)"
+
 # ---- resume across layouts: tp 2 to step 10, then tp 4 (and one rank) to 20 ----
 train half $eq --tp 2 --tp-blocks 4 --exit-interval 10
 cp -r "$T/half" "$T/half_copy"

@@ -52,8 +52,7 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
                         "other techniques is not built yet (issue 10); use --tp alone", a->tp, a->dp, a->pp);
     if (a->tp_blocks != 0 && (a->dp > 1 || a->pp > 1))
         return mt_error(MT_EINPUT, "meshtrain train: --tp-blocks with --dp or --pp is not built yet (issue 10)");
-    int ntok = (a->micro > 0 ? a->micro : a->batch) * a->seq_len;
-    if ((s = mt_tpe_check(cfg, a->tp, a->tp_blocks, ntok)) != MT_OK)
+    if ((s = mt_tpe_check(cfg, a->tp, a->tp_blocks)) != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
     if (a->pp > 1 && a->dp > 1)
         return mt_error(MT_EINPUT, "meshtrain train: --pp %d with --dp %d: pipelines combined with data parallelism "

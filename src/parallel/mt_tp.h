@@ -148,12 +148,13 @@ void mt_tp_colpar_dinp(float *S, float **tmp, const float *dout, const float *w,
 /* S (N,C) = sum over the nb blocks of dlogits (N, Vl) @ wte (Vl, C), block j being rows
  * [j Vl/nb, (j+1) Vl/nb). */
 void mt_tp_vocab_dinp(float *S, float **tmp, const float *dlogits, const float *wte, int N, int C, int Vl, int nb);
-/* The sums over rows of a replicated parameter's gradient as nb blocks of `per` rows:
- * ln 1, out (2C) = [dw | db] of a LayerNorm (dout, its input inp, its row statistics);
- * ln 0, out (C) = the column sums of dout (a bias).  lvl: mt_tp_tree_depth(nb) buffers of
- * 2C floats. */
+/* The sums over `rows` rows of a replicated parameter's gradient as nb blocks, block j
+ * being rows [j rows / nb, (j+1) rows / nb) (so a rank holding rows / N rows of a multiple
+ * of N holds whole blocks of the whole's K = nb N): ln 1, out (2C) = [dw | db] of a
+ * LayerNorm (dout, its input inp, its row statistics); ln 0, out (C) = the column sums of
+ * dout (a bias).  lvl: mt_tp_tree_depth(nb) buffers of 2C floats. */
 void mt_tp_rows_grads(float *out, float **lvl, int ln, const float *dout, const float *inp, const float *mean,
-                      const float *rstd, int per, int C, int nb);
+                      const float *rstd, int rows, int C, int nb);
 /* Test hook: on != 0 makes every blocked product sum its blocks left to right (a wrong
  * order that the bit-for-bit tests must catch; MT_TEST_TP_LTR=1 for meshtrain train). */
 void mt_tp_test_left_to_right(int on);

@@ -39,10 +39,10 @@ typedef struct {
     int64_t most;     /* floats of the largest whole tensor */
 } MtTpe;
 
-/* Checks --tp N and --tp-blocks K (0: not given) against the model and the micro-batch's
- * ntok tokens: N divides the heads (and so 4C); K a power of two, a multiple of N, dividing
- * the width and ntok.  MT_EINPUT with one line. */
-MtStatus mt_tpe_check(const MtConfig *cfg, int N, int K, int ntok);
+/* Checks --tp N and --tp-blocks K (0: not given) against the model: N divides the heads
+ * (and so 4C); K a power of two, a multiple of N, dividing the width (row blocks need not
+ * divide a micro-batch's tokens: mt_tp_rows_grads).  MT_EINPUT with one line. */
+MtStatus mt_tpe_check(const MtConfig *cfg, int N, int K);
 /* Before mt_trainer_init: the context for rank r of N with K blocks (0: N), sequence
  * parallelism on or off, and tc->tp. */
 void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K, int seqpar);

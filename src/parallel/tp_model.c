@@ -74,7 +74,7 @@ static void rows_grads(MtActs *a, int ln, float *dw, float *db, const float *dou
     float *out = a->tpcol, *lvl[8];
     for (int d = 0; d < 7; d++)
         lvl[d] = a->tpcol + (int64_t)(d + 1) * 2 * C;
-    mt_tp_rows_grads(out, lvl, ln, dout, inp, mean, rstd, rows / nb, C, nb);
+    mt_tp_rows_grads(out, lvl, ln, dout, inp, mean, rstd, rows, C, nb);
     const float *sw = ln ? out : NULL, *sb = ln ? out + C : out;
     for (int c = 0; c < C; c++) {
         if (dw)

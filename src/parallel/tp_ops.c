@@ -135,29 +135,30 @@ void mt_tp_tree_add(float **parts, int nb, int64_t n) { tree_parts(parts, 0, nb,
 
 /* ---- row blocks: the replicated parameters' gradients ---- */
 
+/* the tree over blocks [lo, hi) of nb, block j being rows [j R / nb, (j+1) R / nb) */
 static void rows_tree(int ln, float *out, float **lvl, const float *dout, const float *inp, const float *mean,
-                      const float *rstd, int per, int C, int lo, int hi)
+                      const float *rstd, int R, int C, int nb, int lo, int hi)
 {
     if (hi - lo == 1) {
-        const float *d = dout + (int64_t)lo * per * C;
+        int64_t r0 = (int64_t)lo * R / nb, r1 = (int64_t)(lo + 1) * R / nb;
+        const float *d = dout + r0 * C;
         if (ln)
-            mt_layernorm_backward(NULL, out, out + C, d, inp + (int64_t)lo * per * C, NULL, mean + (int64_t)lo * per,
-                                  rstd + (int64_t)lo * per, per, C, 0);
+            mt_layernorm_backward(NULL, out, out + C, d, inp + r0 * C, NULL, mean + r0, rstd + r0, (int)(r1 - r0), C, 0);
         else
-            mt_colsum(out, d, per, C, 0);
+            mt_colsum(out, d, (int)(r1 - r0), C, 0);
         return;
     }
     int mid = lo + (hi - lo) / 2, w = ln ? 2 * C : C;
-    rows_tree(ln, out, lvl + 1, dout, inp, mean, rstd, per, C, lo, mid);
-    rows_tree(ln, lvl[0], lvl + 1, dout, inp, mean, rstd, per, C, mid, hi);
+    rows_tree(ln, out, lvl + 1, dout, inp, mean, rstd, R, C, nb, lo, mid);
+    rows_tree(ln, lvl[0], lvl + 1, dout, inp, mean, rstd, R, C, nb, mid, hi);
     for (int c = 0; c < w; c++)
         out[c] += lvl[0][c];
 }
 
 void mt_tp_rows_grads(float *out, float **lvl, int ln, const float *dout, const float *inp, const float *mean,
-                      const float *rstd, int per, int C, int nb)
+                      const float *rstd, int rows, int C, int nb)
 {
-    rows_tree(ln, out, lvl, dout, inp, mean, rstd, per, C, 0, nb);
+    rows_tree(ln, out, lvl, dout, inp, mean, rstd, rows, C, nb, 0, nb);
 }
 
 /* ---- the vocabulary-parallel embedding ---- */
