@@ -52,6 +52,9 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
                         "other techniques is not built yet (issue 10); use --tp alone", a->tp, a->dp, a->pp);
     if (a->tp_blocks != 0 && (a->dp > 1 || a->pp > 1))
         return mt_error(MT_EINPUT, "meshtrain train: --tp-blocks with --dp or --pp is not built yet (issue 10)");
+    if (a->tp > 1 && a->fast_comm)
+        return mt_error(MT_EINPUT, "meshtrain train: --fast-comm with --tp: tensor parallelism always uses the fixed "
+                        "order (its replicated parameters must get the same bits on every rank)");
     if ((s = mt_tpe_check(cfg, a->tp, a->tp_blocks)) != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
     if (a->pp > 1 && a->dp > 1)
@@ -580,12 +583,18 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (!root)
         freopen("/dev/null", "w", stdout); /* rank 0 speaks for the job; errors still reach stderr */
     static const char *zero_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "FSDP (ZeRO-3)"};
-    if (comm)
+    if (comm && tpp)
+        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), tensor parallel%s, fixed-order reductions\n",
+               nranks, a.dp, a.tp, a.pp, a.seqpar ? " with sequence parallelism" : "");
+    else if (comm)
         printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), %s%s, %s reductions\n", nranks, a.dp, a.tp, a.pp,
                zero_names[a.zero], a.shard > 0 && a.shard < a.dp ? " sharded within copies of --shard-size ranks" : "",
                a.fast_comm ? "fast" : "fixed-order");
+    int64_t nparams = tr.nfloats; /* the whole model's (a tp rank holds its slices) */
+    for (int q = 0; tpp && q < tr.nparams; q++)
+        nparams += tpe.whole[q].numel - tr.table[q].numel;
     printf("meshtrain train: %d layers, %d heads, width %d, context %d, vocab %d: %.2fM parameters\n",
-           tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.T, tc.cfg.V, tr.nfloats / 1e6);
+           tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.T, tc.cfg.V, nparams / 1e6);
     printf("  batch %d x %d tokens (micro-batch %d), %d steps from step %lld, %d threads, %s\n",
            tc.batch, tc.seq, tc.micro, a.steps, (long long)tr.step, tc.threads, mt_gemm_name());
     if (tpp)
