@@ -54,6 +54,15 @@ resume() {
     --save "$out" "$@" > "$out.out" 2>&1 || fail "resume into $out: $(tail -3 "$out.out")"
 }
 
+# same_resumed what ref log ck steps: a resumed run (the log of all its steps, its final
+# checkpoint ck) bit for bit with the uninterrupted run $ref
+same_resumed() {
+  [ "$(losses "$3" | wc -l)" -eq "$5" ] && cmp -s <(losses "$2.jsonl") <(losses "$3") \
+    && cmp -s "$2/model.safetensors" "$4/model.safetensors" \
+    && cmp -s "$2/optimizer.safetensors" "$4/optimizer.safetensors" && pass \
+    || fail "$1 differs: $(losses "$3" | tr '\n' ' ')"
+}
+
 finish() {
   echo "$(basename "$0" .sh): $npass passed, $nfail failed"
   [ "$nfail" -eq 0 ]

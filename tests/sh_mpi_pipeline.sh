@@ -62,11 +62,7 @@ cp "$T/first.jsonl" "$T/one.jsonl"
 resume "$T/first" "$T/first.jsonl" "$T/second" --pp 2 --schedule zb
 resume "$T/first_copy" "$T/one.jsonl" "$T/third"
 for x in first:second one:third; do
-  log=${x%%:*} ck=${x##*:}
-  [ "$(losses "$T/$log.jsonl" | wc -l)" -eq 20 ] && cmp -s <(losses "$T/ref_L8_M8.jsonl") <(losses "$T/$log.jsonl") \
-    && cmp -s "$T/ref_L8_M8/model.safetensors" "$T/$ck/model.safetensors" \
-    && cmp -s "$T/ref_L8_M8/optimizer.safetensors" "$T/$ck/optimizer.safetensors" && pass \
-    || fail "resume of a pp 4 interleaved checkpoint ($ck) differs: $(losses "$T/$log.jsonl" | tr '\n' ' ')"
+  same_resumed "resume of a pp 4 interleaved checkpoint (${x##*:})" "$T/ref_L8_M8" "$T/${x%%:*}.jsonl" "$T/${x##*:}" 20
 done
 $MT_BIN eval --ckpt "$T/second" --data "$T/data/val.bin" > "$T/eval.out" 2>&1 && grep -q '^loss ' "$T/eval.out" && pass \
   || fail "eval of a pipeline checkpoint: $(tail -2 "$T/eval.out")"

@@ -41,15 +41,19 @@ cmp -s "$T/ref8/model.safetensors" "$T/ltr/model.safetensors" \
   && fail "ranks summing their blocks left to right still matched one device" || pass
 
 # ---- default mode (K = tp): within rounding of the plain run ----
-for run in "tp2:--tp 2" "tp4:--tp 4" "sp2:--tp 2 --sequence-parallel" "sp4:--tp 4 --sequence-parallel"; do
-  name=${run%%:*}
-  train $name $eq ${run#*:}
-  worst=$(paste <(losses "$T/ref.jsonl") <(losses "$T/$name.jsonl") \
+# within_rounding what ref new: every loss within 1e-5 relative, every tensor within 1e-4
+within_rounding() {
+  local worst wts
+  worst=$(paste <(losses "$2.jsonl") <(losses "$3.jsonl") \
           | awk '{ d = $1 - $2; d = d < 0 ? -d : d; r = d / $1; if (r > w) w = r } END { printf "%.3e", w }')
-  wts=$($DIFF "$T/ref/model.safetensors" "$T/$name/model.safetensors")
-  echo "${run#*:} (default): losses within $worst relative; weights within $wts (worst tensor)"
+  wts=$($DIFF "$2/model.safetensors" "$3/model.safetensors")
+  echo "$1 (default): losses within $worst relative; weights within $wts (worst tensor)"
   awk -v l="$worst" -v w="${wts%% *}" 'BEGIN { exit !(l + 0 <= 1e-5 && w + 0 <= 1e-4) }' && pass \
-    || fail "${run#*:} default: losses within $worst, weights $wts (want 1e-5, 1e-4)"
+    || fail "$1 default: losses within $worst, weights $wts (want 1e-5, 1e-4)"
+}
+for run in "tp2:--tp 2" "tp4:--tp 4" "sp2:--tp 2 --sequence-parallel" "sp4:--tp 4 --sequence-parallel"; do
+  train ${run%%:*} $eq ${run#*:}
+  within_rounding "${run#*:}" "$T/ref" "$T/${run%%:*}"
 done
 
 # ---- a group of 3 (fixed-order reductions, uneven row blocks: 32 rows in 3) ----
@@ -57,12 +61,7 @@ odd="--data $T/data --heads 6 --dim 48 --seq-len 16 --warmup 2 --lr 3e-3 --eval-
      --threads 1 --batch-size 4 --micro-batch-size 2 --layers 2 --steps 20"
 train odd1 $odd
 train odd3 $odd --tp 3
-worst=$(paste <(losses "$T/odd1.jsonl") <(losses "$T/odd3.jsonl") \
-        | awk '{ d = $1 - $2; d = d < 0 ? -d : d; r = d / $1; if (r > w) w = r } END { printf "%.3e", w }')
-wts=$($DIFF "$T/odd1/model.safetensors" "$T/odd3/model.safetensors")
-echo "--tp 3 (default): losses within $worst relative; weights within $wts (worst tensor)"
-awk -v l="$worst" -v w="${wts%% *}" 'BEGIN { exit !(l + 0 <= 1e-5 && w + 0 <= 1e-4) }' && pass \
-  || fail "tp 3 default: losses within $worst, weights $wts (want 1e-5, 1e-4)"
+within_rounding "--tp 3" "$T/odd1" "$T/odd3"
 
 # ---- resume across layouts: tp 2 to step 10, then tp 4 (and one rank) to 20 ----
 train half $eq --tp 2 --tp-blocks 4 --exit-interval 10
@@ -71,11 +70,7 @@ cp "$T/half.jsonl" "$T/one.jsonl"
 resume "$T/half" "$T/half.jsonl" "$T/r4" --tp 4 --tp-blocks 4
 resume "$T/half_copy" "$T/one.jsonl" "$T/r1" --tp-blocks 4
 for x in half:r4 one:r1; do
-  log=${x%%:*} ck=${x##*:}
-  [ "$(losses "$T/$log.jsonl" | wc -l)" -eq 20 ] && cmp -s <(losses "$T/ref4.jsonl") <(losses "$T/$log.jsonl") \
-    && cmp -s "$T/ref4/model.safetensors" "$T/$ck/model.safetensors" \
-    && cmp -s "$T/ref4/optimizer.safetensors" "$T/$ck/optimizer.safetensors" && pass \
-    || fail "resume of a tp 2 checkpoint ($ck) differs: $(losses "$T/$log.jsonl" | tr '\n' ' ')"
+  same_resumed "resume of a tp 2 checkpoint (${x##*:})" "$T/ref4" "$T/${x%%:*}.jsonl" "$T/${x##*:}" 20
 done
 $MT_BIN eval --ckpt "$T/r4" --data "$T/data/val.bin" > "$T/eval.out" 2>&1 && grep -q '^loss ' "$T/eval.out" && pass \
   || fail "eval of a tensor-parallel checkpoint: $(tail -2 "$T/eval.out")"

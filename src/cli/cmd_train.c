@@ -684,12 +684,10 @@ int mt_cmd_train(int full_argc, char **full_argv)
         printf("done: %lld steps, %.1f ms/step on average\n", (long long)timed, 1e3 * t_total / timed);
     if (timed > 0 && pp)
         pipe_summary(pp, timed > 1 ? bubble_total / (timed - 1) : pp->bubble, 1e3 * exposed_total / timed);
-    if (timed > 0 && tpp && comm)
-        printf("rank 0: %.1f ms/step inside tensor-parallel collectives (%.1f%% of the step, not overlapped)\n",
-               1e3 * exposed_total / timed, 100.0 * exposed_total / t_total);
-    if (timed > 0 && dpp)
-        printf("rank 0: %.1f ms/step inside communication calls during the step (%.1f%% of it, not overlapped)\n",
-               1e3 * exposed_total / timed, 100.0 * exposed_total / t_total);
+    if (timed > 0 && (dpp || (tpp && comm)))
+        printf("rank 0: %.1f ms/step inside %s during the step (%.1f%% of it, not overlapped)\n",
+               1e3 * exposed_total / timed, dpp ? "communication calls" : "tensor-parallel collectives",
+               100.0 * exposed_total / t_total);
     if (comm && rc == 0)
         rc = summary(comm, a.trace, root);
     if (jf)

@@ -233,13 +233,10 @@ MtStatus mt_ckpt_read_config(const char *dir, MtConfig *cfg)
     return s == MT_OK ? s : mt_error_prefix(s, "%s", path);
 }
 
-/* Checks every tensor of the table (prefixed) against the file, and reads the flat range
- * [lo, hi) of them into base (element 0 = flat lo); the rest of the file is not read. */
-/* piece k of tensor i: its elements [*begin, *end) to base + the returned index; -1: none left */
-typedef int64_t (*PieceFn)(const void *ctx, const MtParam *t, int i, int k, int64_t *begin, int64_t *end);
-
-static MtStatus load_tensors(const char *path, const char *prefix, const MtParam *table, int n, PieceFn piece,
-                             const void *ctx, float *base)
+/* Checks every tensor of the table (prefixed) against the file, and reads the pieces that
+ * piece() names (mt_checkpoint.h) into base; the rest of the file is not read. */
+static MtStatus load_tensors(const char *path, const char *prefix, const MtParam *table, int n, MtCkptPieces piece,
+                             void *ctx, float *base)
 {
     MtStFile f;
     MT_TRY(mt_st_open_lazy(path, &f));
@@ -264,7 +261,7 @@ static MtStatus load_tensors(const char *path, const char *prefix, const MtParam
             break;
         }
         int64_t a, b, at;
-        for (int k = 0; s == MT_OK && (at = piece(ctx, table, i, k, &a, &b)) >= 0; k++)
+        for (int k = 0; s == MT_OK && (at = piece(ctx, i, k, &a, &b)) >= 0; k++)
             if (a < b)
                 s = mt_st_read(&f, t, a, b - a, base + at);
     }
@@ -274,32 +271,8 @@ static MtStatus load_tensors(const char *path, const char *prefix, const MtParam
     return s;
 }
 
-/* the flat range [lo, hi) as one piece per tensor */
-static int64_t range_piece(const void *ctx, const MtParam *t, int i, int k, int64_t *begin, int64_t *end)
-{
-    const int64_t *r = ctx; /* lo, hi */
-    int64_t a = t[i].offset > r[0] ? t[i].offset : r[0];
-    int64_t b = t[i].offset + t[i].numel < r[1] ? t[i].offset + t[i].numel : r[1];
-    if (k > 0 || a >= b)
-        return -1;
-    *begin = a - t[i].offset;
-    *end = b - t[i].offset;
-    return a - r[0];
-}
-
-typedef struct {
-    MtCkptPieces fn;
-    void *ctx;
-} Pieces;
-
-static int64_t user_piece(const void *ctx, const MtParam *t, int i, int k, int64_t *begin, int64_t *end)
-{
-    const Pieces *p = ctx;
-    return p->fn(p->ctx, i, k, begin, end);
-}
-
-static MtStatus load_all(const char *dir, const MtParam *table, int nparams, PieceFn piece, const void *ctx,
-                         float *params, float *m, float *v)
+MtStatus mt_ckpt_load_pieces(const char *dir, const MtParam *table, int nparams, MtCkptPieces piece, void *ctx,
+                             float *params, float *m, float *v)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -313,11 +286,23 @@ static MtStatus load_all(const char *dir, const MtParam *table, int nparams, Pie
     return MT_OK;
 }
 
-MtStatus mt_ckpt_load_pieces(const char *dir, const MtParam *table, int nparams, MtCkptPieces fn, void *ctx,
-                             float *params, float *m, float *v)
+/* the flat range [lo, hi) as one piece per tensor */
+typedef struct {
+    const MtParam *table;
+    int64_t lo, hi;
+} Range;
+
+static int64_t range_piece(void *ctx, int i, int k, int64_t *begin, int64_t *end)
 {
-    Pieces p = {fn, ctx};
-    return load_all(dir, table, nparams, user_piece, &p, params, m, v);
+    const Range *r = ctx;
+    const MtParam *t = &r->table[i];
+    int64_t a = t->offset > r->lo ? t->offset : r->lo;
+    int64_t b = t->offset + t->numel < r->hi ? t->offset + t->numel : r->hi;
+    if (k > 0 || a >= b)
+        return -1;
+    *begin = a - t->offset;
+    *end = b - t->offset;
+    return a - r->lo;
 }
 
 static int64_t table_end(const MtParam *table, int n) { return table[n - 1].offset + table[n - 1].numel; }
@@ -325,8 +310,8 @@ static int64_t table_end(const MtParam *table, int n) { return table[n - 1].offs
 MtStatus mt_ckpt_load_range(const char *dir, const MtParam *table, int nparams, int64_t lo, int64_t hi,
                             float *params, float *m, float *v)
 {
-    int64_t r[2] = {lo, hi};
-    return load_all(dir, table, nparams, range_piece, r, params, m, v);
+    Range r = {table, lo, hi};
+    return mt_ckpt_load_pieces(dir, table, nparams, range_piece, &r, params, m, v);
 }
 
 MtStatus mt_ckpt_load_params(const char *dir, const MtParam *table, int nparams, float *params)
