@@ -20,7 +20,7 @@ expect_bad_input "zero layers" $MT_BIN train --data "$T/data" --layers 0 --heads
 expect_bad_input "missing --data" $MT_BIN train $m
 expect_bad_input "missing data directory" $MT_BIN train $m --data "$T/nowhere"
 expect_bad_input "vocab smaller than the data's" $MT_BIN train $ok --vocab 100
-expect_bad_input "micro-batches not splitting over --dp" $MT_BIN train $ok --dp 2
+expect_bad_input "micro-batches not splitting over --dp" $MT_BIN train $ok --micro-batch-size 4 --dp 2
 expect_bad_input "unknown zero stage" $MT_BIN train $ok --zero 5
 expect_bad_input "tp not dividing the heads" $MT_BIN train $ok --tp 3
 expect_bad_input "more stages than layers" $MT_BIN train $ok --pp 3

@@ -29,6 +29,7 @@ int mt_cmd_bench_comm(int argc, char **argv)
         return 1;
     MtCommOptions opt = {.check = 0, .timeout_s = 120, .trace = 0};
     MtComm *c = mt_comm_init(&argc, &argv, &opt);
+    mt_cli_comm_up();
     int N = mt_comm_size(c), me = mt_comm_rank(c);
     int64_t maxn = (int64_t)max_mib << 18; /* floats */
     float *buf = malloc(sizeof(float) * (size_t)maxn), *out = malloc(sizeof(float) * (size_t)maxn);

@@ -18,9 +18,29 @@
 #include "mt_rng.h"
 #include "mt_train.h"
 
-int mt_cli_setup_threads(int threads)
+/* OMP_NUM_THREADS, when set, is the default thread count (as in PyTorch and every OpenMP
+ * program; "4,2", OpenMP's nested form, gives its first level).  0 when unset or malformed:
+ * a malformed value is ignored, as OpenMP runtimes do (libgomp, loaded with BLIS, warns). */
+static int env_threads(void)
 {
-    if (threads <= 0) { /* the machine's cores, shared by the job's ranks on it */
+    const char *v = getenv("OMP_NUM_THREADS");
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || (*end && *end != ',') || n < 1 || n > 4096)
+        return 0;
+    return (int)n;
+}
+
+int mt_cli_setup_threads(int threads, const char *cmd)
+{
+    if (threads < 0)
+        return mt_error(MT_EINPUT, "meshtrain %s: --threads %d must be >= 0", cmd, threads), -1;
+    if (threads == 0)
+        threads = env_threads();
+    if (threads == 0) { /* the machine's cores, shared by the job's ranks on it */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         threads = cores > 0 ? (int)cores / mt_local_ranks() : 1;
         threads = threads > 0 ? threads : 1;
@@ -30,9 +50,31 @@ int mt_cli_setup_threads(int threads)
     return threads;
 }
 
+static int comm_up; /* set once the ranks can talk: from then on each rank reports its own errors */
+
+void mt_cli_comm_up(void)
+{
+    comm_up = 1;
+}
+
+/* Before MPI starts, every rank of an `mpirun -np N` job checks the same input and reaches
+ * the same verdict: rank 0 prints it, and mpirun ends the job when rank 0 exits.  Another
+ * rank waits a moment first; if it is still running, rank 0 did not fail (the ranks see
+ * different files), so it speaks for itself. */
+static int quiet_rank(void)
+{
+    if (comm_up || !mt_launched_by_mpi() || mt_launch_rank() == 0)
+        return 0;
+    sleep(5);
+    return 1;
+}
+
 int mt_cli_fail(int status)
 {
-    fprintf(stderr, "%s\n", mt_error_msg());
+    if (quiet_rank())
+        fprintf(stderr, "%s (rank %d)\n", mt_error_msg(), mt_launch_rank());
+    else
+        fprintf(stderr, "%s\n", mt_error_msg());
     return mt_exit_code((MtStatus)status);
 }
 
@@ -44,7 +86,8 @@ int mt_cli_parse(Flag *f, int n, int argc, char **argv, const char *cmd, const c
     if (s != MT_OK)
         return mt_cli_fail(s);
     if (help) {
-        mt_flags_usage(f, n, cmd, summary);
+        if (!mt_launched_by_mpi() || mt_launch_rank() == 0)
+            mt_flags_usage(f, n, cmd, summary);
         return 0;
     }
     *done = 0;
@@ -162,7 +205,8 @@ int mt_cmd_eval(int argc, char **argv)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain eval: --ckpt DIR and exactly one of --data or --text are required"));
     if (batch < 1 || max_batches < 0 || seq < 0 || threads < 0)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain eval: --batch-size must be >= 1, other counts >= 0"));
-    mt_cli_setup_threads(threads);
+    if (mt_cli_setup_threads(threads, "eval") < 0)
+        return mt_cli_fail(MT_EINPUT);
     MtTokens tok = {0};
     MtStatus s;
     if (data) {
@@ -278,7 +322,8 @@ int mt_cmd_sample(int argc, char **argv)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain sample: --ckpt DIR is required"));
     if (ntok < 0 || top_k < 0 || temperature < 0 || threads < 0)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain sample: --tokens, --top-k, --temperature must be >= 0"));
-    mt_cli_setup_threads(threads);
+    if (mt_cli_setup_threads(threads, "sample") < 0)
+        return mt_cli_fail(MT_EINPUT);
     MtTrainer tr;
     MtStatus s = load_model(ckpt, 1, 0, &tr);
     if (s != MT_OK)
@@ -358,7 +403,8 @@ int mt_cmd_bench(int argc, char **argv)
     tc.micro = micro ? micro : batch;
     tc.seq = seq;
     tc.seed = 1;
-    tc.threads = mt_cli_setup_threads(threads);
+    if ((tc.threads = mt_cli_setup_threads(threads, "bench")) < 0)
+        return mt_cli_fail(MT_EINPUT);
     tc.oc = (MtOptimConfig){.lr = 1e-4f, .min_lr_frac = 1.0f, .steps = steps + warmup, .beta1 = 0.9f,
                             .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
     MtTrainer tr;

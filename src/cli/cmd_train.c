@@ -390,14 +390,19 @@ int mt_cmd_train(int full_argc, char **full_argv)
                         .C = a.dim};
     MtTrainState rs = {0};
     if (a.resume) {
-        const char *model_flags[] = {"layers", "heads", "dim", "vocab", "context"};
-        for (int i = 0; i < 5; i++)
-            if (mt_flag_find(flags, nflags, model_flags[i])->set)
-                return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --%s cannot be combined with "
-                                            "--resume (the checkpoint defines the model)", model_flags[i]));
         if ((s = mt_ckpt_read_config(a.resume, &tc.cfg)) != MT_OK ||
             (s = mt_ckpt_read_state(a.resume, &rs)) != MT_OK)
             return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+        /* the checkpoint defines the model: flags that repeat it are welcome, a conflict is not */
+        const char *model_flags[] = {"layers", "heads", "dim", "vocab", "context"};
+        const char *keys[] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
+        int given[] = {a.layers, a.heads, a.dim, a.vocab, a.ctx};
+        int saved[] = {tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.V, tc.cfg.T};
+        for (int i = 0; i < 5; i++)
+            if (mt_flag_find(flags, nflags, model_flags[i])->set && given[i] != saved[i])
+                return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --%s %d conflicts with the checkpoint's %s %d "
+                                            "(%s/config.json); drop the flag to continue its model", model_flags[i],
+                                            given[i], keys[i], saved[i], a.resume));
         /* settings not given on the command line continue those of the checkpoint */
 #define KEEP(flag, field, value) \
     if (!mt_flag_find(flags, nflags, flag)->set) field = value
@@ -428,6 +433,12 @@ int mt_cmd_train(int full_argc, char **full_argv)
                                         a.micro > 0 ? a.batch / a.micro : 0));
         a.micro = a.batch / a.microbatches;
     }
+    if (!a.micro && a.dp > 1) { /* as in DDP: each dp rank gets one micro-batch of batch / dp */
+        if (a.batch % a.dp != 0)
+            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --batch-size %d does not split over --dp %d "
+                                        "(each rank takes batch / dp sequences)", a.batch, a.dp));
+        a.micro = a.batch / a.dp;
+    }
     tc.batch = a.batch;
     tc.micro = a.micro ? a.micro : a.batch;
     tc.recompute = recompute_mode(a.recompute_mode) > 0 ? recompute_mode(a.recompute_mode) : 0;
@@ -436,9 +447,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
     tc.oc = (MtOptimConfig){.lr = a.lr, .min_lr_frac = a.min_lr_frac, .warmup = a.warmup,
                             .steps = a.steps, .beta1 = a.beta1, .beta2 = a.beta2, .eps = 1e-8f,
                             .weight_decay = a.wd, .grad_clip = a.clip};
-    tc.threads = mt_cli_setup_threads(a.threads);
-    if (a.threads < 0)
-        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --threads %d must be >= 0", a.threads));
+    if ((tc.threads = mt_cli_setup_threads(a.threads, "train")) < 0)
+        return mt_cli_fail(MT_EINPUT);
     if ((s = mt_config_check(&tc.cfg)) != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     if ((s = check_layout(&a, &tc.cfg)) != MT_OK)
@@ -488,6 +498,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (mt_launched_by_mpi()) {
         MtCommOptions opt = {.check = a.check_coll, .timeout_s = a.comm_timeout, .trace = a.trace != NULL};
         comm = mt_comm_init(&full_argc, &full_argv, &opt);
+        mt_cli_comm_up();
         MtLayout l = {.dp = a.dp, .tp = a.tp, .pp = a.pp, .shard = a.shard};
         if ((s = mt_layout_check(&l, mt_comm_size(comm), tc.cfg.NH, tc.cfg.L, a.zero, a.schedule)) != MT_OK) {
             if (mt_comm_rank(comm) == 0)

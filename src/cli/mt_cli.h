@@ -13,13 +13,18 @@ int mt_cmd_schedule(int argc, char **argv);
 /* takes the whole argv (it may re-execute itself under mpirun) */
 int mt_cmd_bench_comm(int argc, char **argv);
 
-/* Threads, BLAS and kernels set up for this process (threads <= 0: one per core). */
-int mt_cli_setup_threads(int threads);
+/* Threads, BLAS and kernels set up for this process; threads 0: OMP_NUM_THREADS if set
+ * (and well formed), else the cores shared by this machine's ranks.  Returns the count,
+ * or -1 with the error set when threads < 0. */
+int mt_cli_setup_threads(int threads, const char *cmd);
 /* Parses a subcommand's flags.  *done is set when the command should return at once with
  * the returned status: a bad flag (its line printed, 2) or --help (usage printed, 0). */
 typedef struct Flag Flag;
 int mt_cli_parse(Flag *f, int n, int argc, char **argv, const char *cmd, const char *summary, int *done);
-/* Prints "meshtrain: <message>" and returns the exit status for s. */
+/* Prints the error's one line and returns the exit status for s.  Under an MPI launcher,
+ * before mt_cli_comm_up(), only rank 0 prints it (the ranks check the same input). */
 int mt_cli_fail(int status);
+/* The ranks' communicator exists: from now on every rank prints its own errors. */
+void mt_cli_comm_up(void);
 
 #endif

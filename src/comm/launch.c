@@ -13,6 +13,17 @@ int mt_launched_by_mpi(void)
            getenv("MPI_LOCALNRANKS");
 }
 
+int mt_launch_rank(void)
+{
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(vars[i]);
+        if (v)
+            return atoi(v) > 0 ? atoi(v) : 0;
+    }
+    return 0;
+}
+
 int mt_local_ranks(void)
 {
     const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");

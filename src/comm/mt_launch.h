@@ -16,6 +16,9 @@ int mt_launched_by_mpi(void);
  * status becomes this process's); returns -1 with a message if mpirun cannot start, and
  * 0 when no launch is needed. */
 int mt_launch(int argc, char **argv, int ranks);
+/* This process's rank in the launcher's world, from its environment (0 when not under
+ * MPI): known before MPI starts, so that bad input is reported by rank 0 alone. */
+int mt_launch_rank(void);
 /* Ranks of this job on this machine (1 when not under MPI). */
 int mt_local_ranks(void);
 

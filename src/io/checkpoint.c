@@ -144,6 +144,10 @@ MtStatus mt_ckpt_save(const char *dir, const MtConfig *cfg, const MtParam *table
     return mt_ckpt_save_fetch(dir, cfg, table, nparams, m && v && ts, array_fetch, &x, ts);
 }
 
+#define MT_GPT2_EOT 50256
+#define MT_STR_(x) #x
+#define MT_STR(x) MT_STR_(x)
+
 MtStatus mt_ckpt_save_fetch(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams, int moments,
                             MtCkptFetch fetch, void *ctx, const MtTrainState *ts)
 {
@@ -154,6 +158,9 @@ MtStatus mt_ckpt_save_fetch(const char *dir, const MtConfig *cfg, const MtParam 
         drain(fetch, ctx, nparams, 0, last);
         return s;
     }
+    /* Left out, transformers assumes GPT-2's <|endoftext|> (50256) as both ids.  The byte
+     * tokenizer has no such token: null, unless the vocabulary holds GPT-2's. */
+    const char *eot = cfg->V > MT_GPT2_EOT ? MT_STR(MT_GPT2_EOT) : "null";
     MtBuf b;
     mt_buf_init(&b);
     mt_buf_printf(&b,
@@ -162,8 +169,9 @@ MtStatus mt_ckpt_save_fetch(const char *dir, const MtConfig *cfg, const MtParam 
                   "  \"n_ctx\": %d,\n  \"vocab_size\": %d,\n  \"layer_norm_epsilon\": 1e-05,\n"
                   "  \"activation_function\": \"gelu_new\",\n  \"tie_word_embeddings\": true,\n"
                   "  \"n_inner\": null,\n  \"torch_dtype\": \"float32\",\n"
+                  "  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n"
                   "  \"meshtrain_tokenizer\": \"bytes\"\n}\n",
-                  cfg->L, cfg->NH, cfg->C, cfg->T, cfg->T, cfg->V);
+                  cfg->L, cfg->NH, cfg->C, cfg->T, cfg->T, cfg->V, eot, eot);
     snprintf(path, sizeof path, "%s/config.json", tmp);
     s = write_text(path, &b);
     mt_buf_free(&b);
