@@ -47,11 +47,12 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
     MtStatus s = mt_layout_check(&l, world, cfg->NH, cfg->L, a->zero, a->schedule);
     if (s != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
-    if (a->tp > 1 && (a->dp > 1 || a->pp > 1))
-        return mt_error(MT_EINPUT, "meshtrain train: --tp %d with --dp %d --pp %d: tensor parallelism combined with "
-                        "other techniques is not built yet (issue 10); use --tp alone", a->tp, a->dp, a->pp);
-    if (a->tp_blocks != 0 && (a->dp > 1 || a->pp > 1))
-        return mt_error(MT_EINPUT, "meshtrain train: --tp-blocks with --dp or --pp is not built yet (issue 10)");
+    if ((a->tp > 1 || a->tp_blocks != 0) && a->pp > 1)
+        return mt_error(MT_EINPUT, "meshtrain train: --tp %d with --pp %d: tensor parallelism inside a pipeline is not "
+                        "built yet (issue 10); use --tp with --dp, or --pp alone", a->tp, a->pp);
+    if ((a->tp > 1 || a->tp_blocks != 0) && a->dp > 1 && a->zero > 0)
+        return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --tp %d: sharding the tensor-parallel slices over "
+                        "--dp is not built yet (issue 10); --tp with --dp runs DDP (--zero 0)", a->zero, a->tp);
     if (a->tp > 1 && a->fast_comm)
         return mt_error(MT_EINPUT, "meshtrain train: --fast-comm with --tp: tensor parallelism always uses the fixed "
                         "order (its replicated parameters must get the same bits on every rank)");
@@ -215,7 +216,9 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, const char *dir,
     float *P = tr->params, *M = tr->m, *V = tr->v, *full = NULL;
     MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro, .seq = tc->seq,
                        .oc = tc->oc};
-    if (tp) {
+    if (tp) { /* with --dp, every dp replica holds the same slices: the first one saves */
+        if (dp && dp->rank != 0)
+            return 0;
         MtStatus s = mt_tpe_save(tp, dir, &ts);
         return s == MT_OK ? 0 : root ? mt_cli_fail(s) : 1;
     }
@@ -511,11 +514,11 @@ int mt_cmd_train(int full_argc, char **full_argv)
     int root = !comm || mt_comm_rank(comm) == 0;
     int use_tp = a.tp > 1 || a.tp_blocks > 1; /* --tp-blocks 1 alone is the plain arithmetic */
     MtTpe tpe = {0}, *tpp = NULL;
-    if (use_tp)
+    if (use_tp) /* with --dp too: the dp engine steps the tp rank's trainer */
         mt_tpe_setup(&tpe, comm, &tc, a.tp, a.tp_blocks, a.seqpar);
-    else if (comm && a.pp > 1)
+    if (comm && a.pp > 1)
         mt_pipe_configure(&tc, &po, a.pp, mt_comm_group_rank(comm, MT_GROUP_PP));
-    else if (comm)
+    else if (comm && (!use_tp || a.dp > 1))
         mt_dp_configure(&tc, a.dp, a.shard, a.zero, !a.fast_comm);
     if (a.trace && !comm)
         printf("meshtrain train: one rank, no communication: --trace %s is not written\n", a.trace);
@@ -534,13 +537,14 @@ int mt_cmd_train(int full_argc, char **full_argv)
             goto out_trainer;
         }
         tpp = &tpe;
-    } else if (comm && a.pp > 1) {
+    }
+    if (comm && a.pp > 1) {
         if ((s = mt_pipe_init(&pipe, &tr, comm, &po)) != MT_OK) {
             rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
             goto out_trainer;
         }
         pp = &pipe;
-    } else if (comm) {
+    } else if (comm && (!use_tp || a.dp > 1)) {
         MtDpOptions o = {.zero = a.zero, .det = !a.fast_comm, .bucket_bytes = (int64_t)(a.bucket_mb * 1048576.0),
                          .shard = a.shard};
         if ((s = mt_dp_init(&dpe, &tr, comm, &o)) != MT_OK) {
@@ -595,8 +599,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
         freopen("/dev/null", "w", stdout); /* rank 0 speaks for the job; errors still reach stderr */
     static const char *zero_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "FSDP (ZeRO-3)"};
     if (comm && tpp)
-        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), tensor parallel%s, fixed-order reductions\n",
-               nranks, a.dp, a.tp, a.pp, a.seqpar ? " with sequence parallelism" : "");
+        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), tensor parallel%s%s, fixed-order reductions\n",
+               nranks, a.dp, a.tp, a.pp, a.seqpar ? " with sequence parallelism" : "", dpp ? ", DDP over dp" : "");
     else if (comm)
         printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), %s%s, %s reductions\n", nranks, a.dp, a.tp, a.pp,
                zero_names[a.zero], a.shard > 0 && a.shard < a.dp ? " sharded within copies of --shard-size ranks" : "",
@@ -625,11 +629,13 @@ int mt_cmd_train(int full_argc, char **full_argv)
             mt_comm_reset_counters(comm);
         double t0 = mt_now();
         if (tpp)
+            tpp->comm_s = 0.0;
+        if (dpp) /* with --tp, each tp rank's share of the micro-batches */
+            mt_dp_step(dpp, &train, &st);
+        else if (tpp)
             mt_tpe_step(tpp, &train, &st);
         else if (pp)
             mt_pipe_step(pp, &train, &st);
-        else if (dpp)
-            mt_dp_step(dpp, &train, &st);
         else
             mt_trainer_step(&tr, &train, &st);
         double dt = mt_now() - t0;
@@ -697,7 +703,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
         pipe_summary(pp, timed > 1 ? bubble_total / (timed - 1) : pp->bubble, 1e3 * exposed_total / timed);
     if (timed > 0 && (dpp || (tpp && comm)))
         printf("rank 0: %.1f ms/step inside %s during the step (%.1f%% of it, not overlapped)\n",
-               1e3 * exposed_total / timed, dpp ? "communication calls" : "tensor-parallel collectives",
+               1e3 * exposed_total / timed,
+               dpp && tpp ? "dp and tp communication calls" : dpp ? "communication calls" : "tensor-parallel collectives",
                100.0 * exposed_total / t_total);
     if (comm && rc == 0)
         rc = summary(comm, a.trace, root);

@@ -15,6 +15,11 @@
  * being communicated.  The gradient norm: mt_tp_sumsq_parts on each rank, all-gathered,
  * mt_tp_sumsq_combine.
  *
+ * Data parallelism composes from outside (--dp with --tp): each tp rank's trainer holds
+ * its slices in units padded to the dp shard alignment (tc->unit_align), the dp engine
+ * steps it (its share of the micro-batches, the dp group's reductions of each slice), and
+ * the trainer's update clips by this engine's norm (tr->sumsq, set by mt_tpe_init).
+ *
  * Checkpoints are the single-device files: a save streams tensor by tensor to rank 0
  * (the slices all-gathered over the group, one tensor in flight), which writes; a load has
  * every rank read only its slices (one read per run).  Nothing here knows data

@@ -60,6 +60,20 @@ void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K, int seqp
     mt_tp_test_left_to_right(getenv("MT_TEST_TP_LTR") != NULL); /* test hook (mt_tp.h) */
 }
 
+static double grad_sumsq(void *ctx)
+{
+    MtTpe *t = ctx;
+    MtTrainer *tr = t->tr;
+    int n = tr->nparams;
+    mt_tp_sumsq_parts(tr->table, n, tr->grads, t->ctx.K / t->ctx.N, t->parts);
+    const double *all = t->parts;
+    if (t->c) { /* doubles travel as pairs of floats, bits untouched */
+        tp_allgather(t, (const float *)t->parts, (float *)t->all, 2 * (int64_t)n);
+        all = t->all;
+    }
+    return mt_tp_sumsq_combine(tr->table, n, all, t->ctx.N);
+}
+
 MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr)
 {
     t->tr = tr;
@@ -72,6 +86,8 @@ MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr)
         return mt_error(MT_ENOMEM, "cannot allocate the tensor-parallel tables");
     }
     mt_param_table(&tr->tc.cfg, t->whole);
+    tr->sumsq = grad_sumsq; /* a data-parallel step that updates this trainer clips by it too */
+    tr->sumsq_ctx = t;
     for (int p = 0; p < n; p++)
         t->most = t->whole[p].numel > t->most ? t->whole[p].numel : t->most;
     return MT_OK;
@@ -79,6 +95,8 @@ MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr)
 
 void mt_tpe_free(MtTpe *t)
 {
+    if (t->tr && t->tr->sumsq_ctx == t)
+        t->tr->sumsq = NULL;
     free(t->whole);
     free(t->parts);
     free(t->all);
@@ -97,19 +115,6 @@ static float *local_array(MtTpe *t, int which)
     return which == 0 ? t->tr->params : which == 1 ? t->tr->m : t->tr->v;
 }
 
-static double grad_sumsq(MtTpe *t)
-{
-    MtTrainer *tr = t->tr;
-    int n = tr->nparams;
-    mt_tp_sumsq_parts(tr->table, n, tr->grads, t->ctx.K / t->ctx.N, t->parts);
-    const double *all = t->parts;
-    if (t->c) { /* doubles travel as pairs of floats, bits untouched */
-        tp_allgather(t, (const float *)t->parts, (float *)t->all, 2 * (int64_t)n);
-        all = t->all;
-    }
-    return mt_tp_sumsq_combine(tr->table, n, all, t->ctx.N);
-}
-
 void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st)
 {
     MtTrainer *tr = t->tr;
@@ -117,7 +122,7 @@ void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st)
     t->comm_s = 0.0;
     mt_batch_fill(data, tc->seed, tr->step, 0, tc->batch, tc->seq, tr->inputs, tr->targets);
     st->loss = mt_trainer_forward_backward(tr);
-    mt_trainer_apply(tr, sqrt(grad_sumsq(t)), st);
+    mt_trainer_update(tr, st);
     if (t->ctx.r == 1 && getenv("MT_TEST_TP_DRIFT")) { /* test hook (header) */
         float *b = tr->w.lnfb;
         b[0] = nextafterf(b[0], INFINITY);

@@ -117,13 +117,15 @@ void mt_tp_init_slice(const MtParam *p, int L, uint64_t seed, int N, int r, int6
     }
 }
 
-int64_t mt_tp_local_table(const MtConfig *cfg, int N, int64_t Vp, MtParam *t)
+int64_t mt_tp_local_table(const MtConfig *cfg, int N, int64_t Vp, int64_t align, MtParam *t)
 {
     int n = mt_param_count(cfg);
     mt_param_table(cfg, t);
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         MtParam *p = &t[i];
+        if (i > 0 && p->unit != t[i - 1].unit)
+            off = (off + align - 1) / align * align;
         switch (mt_tp_split(p)) {
         case MT_TP_VOCAB:
             p->shape[0] = Vp / N;
@@ -142,7 +144,7 @@ int64_t mt_tp_local_table(const MtConfig *cfg, int N, int64_t Vp, MtParam *t)
         p->offset = off;
         off += p->numel;
     }
-    return off;
+    return (off + align - 1) / align * align;
 }
 
 /* sum of squares of x as blocks of MT_NORM_BLOCK from its first element (double each),

@@ -61,6 +61,10 @@ typedef struct {
     MtUnitHooks hooks;             /* seen by forward passes, and by the last leaf's backward */
     float *spine_dst[MT_MAX_TREE], *spine_src[MT_MAX_TREE]; /* the last leaf's pending sums */
     int nspine;
+    /* the gradient's sum of squares for mt_trainer_update: set by a technique whose tensors
+     * are split over ranks (tensor parallelism); NULL: mt_grad_sumsq over the table */
+    double (*sumsq)(void *ctx);
+    void *sumsq_ctx;
     int64_t step;                  /* steps completed */
 } MtTrainer;
 
@@ -87,7 +91,7 @@ float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf);
 /* The same into gradient views g (which the caller zeroed, and hooks may re-point), with
  * the unit hooks h seeing the forward and backward. */
 float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, const MtUnitHooks *h);
-/* Clip, AdamW, step += 1. */
+/* Clip (the norm from tr->sumsq when set), AdamW, step += 1. */
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st);
 /* The same with the gradient norm given (a technique that sums it over ranks). */
 void mt_trainer_apply(MtTrainer *tr, double norm, MtStepStats *st);

@@ -65,7 +65,7 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     if (!tr->table || !tr->inputs || !tr->targets)
         goto oom;
     if (tc->tp)
-        tr->nfloats = mt_tp_local_table(cfg, tc->tp->N, tc->tp->Vp, tr->table);
+        tr->nfloats = mt_tp_local_table(cfg, tc->tp->N, tc->tp->Vp, tc->unit_align > 0 ? tc->unit_align : 1, tr->table);
     else
         tr->nfloats = mt_param_table_aligned(cfg, tr->table, tc->unit_align > 0 ? tc->unit_align : 1);
     tr->nunits = cfg->L + 2;
@@ -225,7 +225,8 @@ float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi)
 
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st)
 {
-    mt_trainer_apply(tr, sqrt(mt_grad_sumsq(tr->table, tr->nparams, tr->grads)), st);
+    double sumsq = tr->sumsq ? tr->sumsq(tr->sumsq_ctx) : mt_grad_sumsq(tr->table, tr->nparams, tr->grads);
+    mt_trainer_apply(tr, sqrt(sumsq), st);
 }
 
 void mt_trainer_apply(MtTrainer *tr, double norm, MtStepStats *st)
