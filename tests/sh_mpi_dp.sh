@@ -36,5 +36,5 @@ grep -q '"name": "rank 1"' "$T/trace.json" && grep -q '"name": "allreduce"' "$T/
   || fail "trace lacks rank 1 or its all-reduces"
 grep -q "communication, bytes sent" "$T/out2" && pass || fail "no end-of-run summary: $(tail -5 "$T/out2")"
 expect_bad_input "micro-batches not splitting over dp" $MT_BIN train $run --dp 3
-expect_bad_input "ZeRO over dp with tensor parallelism (issue 10)" $MT_BIN train $run --tp 2 --dp 2 --zero 2
+expect_bad_input "ZeRO over dp with more tp blocks than tp ranks (issue 10)" $MT_BIN train $run --tp 2 --dp 2 --zero 2 --tp-blocks 4
 finish

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Hybrids of data and tensor parallelism (issue 10): --dp D --tp T runs DDP over the dp
-# group of each tp rank's slices.  With --tp-blocks 4, dp 2 x tp 2 (with and without
+# Hybrids of data and tensor parallelism (issue 10): --dp D --tp T runs DDP or ZeRO over
+# the dp group of each tp rank's slices.  With --tp-blocks 4, dp 2 x tp 2 (with and without
 # sequence parallelism) and dp 2 over one-rank --tp-blocks give the one-rank --tp-blocks 4
 # losses, model.safetensors and optimizer.safetensors bit for bit; without --tp-blocks,
-# dp 2 x tp 2 gives the bits of tp 2 alone.  A dp 2 x tp 2 checkpoint resumes on tp 4 and
-# on one rank bit for bit.  The replicated tensors stay identical over the tp group.
+# dp 2 x tp 2 gives the bits of tp 2 alone, for every ZeRO stage (with and without
+# sequence parallelism, hybrid sharding on dp 4 x tp 2).  A dp 2 x tp 2 checkpoint (DDP
+# and FSDP) resumes on tp 4, on dp 2 x tp 2 ZeRO-1 and on one rank bit for bit.  The
+# replicated tensors stay identical over the tp group.
 # comm.dp per step is DDP's all-reduce of the rank's slices (and the loss), comm.tp the
 # tensor-parallel formula at the rank's micro-batches.  Layouts not built yet, and a world
 # that is not dp x tp x pp under mpirun -np N, exit 2 with one line, printed once.
@@ -27,12 +29,34 @@ for x in dp2tp2 dp2sp; do
   grep -q "every replicated tensor (parameters and moments) is identical on the 2 tp ranks at step 10" "$T/$x.out" \
     && pass || fail "$x: no identity of the replicated tensors: $(tail -3 "$T/$x.out")"
 done
-grep -q "DDP over dp" "$T/dp2tp2.out" && pass || fail "the start-up line does not name the hybrid: $(head -1 "$T/dp2tp2.out")"
+grep -q "over dp: DDP" "$T/dp2tp2.out" && pass || fail "the start-up line does not name the hybrid: $(head -1 "$T/dp2tp2.out")"
 
 # ---- the default mode: the tp group's own blocks, dp changes no bit ----
 train tp2 $eq --tp 2
 train dp2tp2d $eq --tp 2 --dp 2
 same_run "dp 2 x tp 2 against tp 2 alone" "$T/tp2" "$T/dp2tp2d"
+
+# ---- every ZeRO stage over dp with tp 2 (the default mode: one slice per tp rank) ----
+for z in 1 2 3; do
+  train z$z $eq --tp 2 --dp 2 --zero $z
+  same_run "dp 2 x tp 2 --zero $z against tp 2 alone" "$T/tp2" "$T/z$z"
+done
+train z2sp $eq --tp 2 --dp 2 --zero 2 --sequence-parallel
+train tp2sp $eq --tp 2 --sequence-parallel
+same_run "dp 2 x tp 2 --zero 2 --sequence-parallel against tp 2 --sequence-parallel" "$T/tp2sp" "$T/z2sp"
+train z3hsdp $eq --tp 2 --dp 4 --zero 3 --shard-size 2
+same_run "dp 4 x tp 2 FSDP sharded in copies of 2 against tp 2 alone" "$T/tp2" "$T/z3hsdp"
+grep -q "over dp: FSDP (ZeRO-3)" "$T/z3hsdp.out" && pass || fail "start-up line: $(head -1 "$T/z3hsdp.out")"
+
+# ---- FSDP x tp to step 5, then one rank and dp 2 x tp 2 ZeRO-1 to 10 ----
+train fhalf $eq --dp 2 --tp 2 --zero 3 --exit-interval 5
+cp -r "$T/fhalf" "$T/fhalf_copy"
+cp "$T/fhalf.jsonl" "$T/fone.jsonl"
+resume "$T/fhalf" "$T/fhalf.jsonl" "$T/fz1" --dp 2 --tp 2 --zero 1
+resume "$T/fhalf_copy" "$T/fone.jsonl" "$T/f1" --tp-blocks 2
+for x in fhalf:fz1 fone:f1; do
+  same_resumed "resume of a dp 2 x tp 2 FSDP checkpoint (${x##*:})" "$T/tp2" "$T/${x%%:*}.jsonl" "$T/${x##*:}" 10
+done
 
 # ---- resume across layouts: dp 2 x tp 2 to step 5, then tp 4 (and one rank) to 10 ----
 train half $eq --dp 2 --tp 2 --tp-blocks 4 --exit-interval 5
@@ -69,7 +93,8 @@ echo "dp 2 x tp 2, rank 0, one step: $(field "$line" dp 1) dp bytes, $(field "$l
 
 # ---- bad layouts: exit 2, one line ----
 ok="--data $T/data --heads 4 --dim 32 --seq-len 16 --steps 1 --layers 2 --batch-size 4"
-expect_bad_input "ZeRO with tp over dp (not built yet)" $MT_BIN train $ok --tp 2 --dp 2 --zero 1
+expect_bad_input "ZeRO with more tp blocks than tp ranks (not built yet)" $MT_BIN train $ok --tp 2 --dp 2 --zero 1 \
+  --tp-blocks 4
 expect_bad_input "tp inside a pipeline (not built yet)" $MT_BIN train $ok --tp 2 --pp 2
 expect_bad_input "dp x tp with sequence parallelism and the sequence not divisible by tp" $MT_BIN train \
   --data $T/data --heads 4 --dim 32 --seq-len 15 --steps 1 --layers 2 --batch-size 4 --dp 2 --tp 2 --sequence-parallel

@@ -380,7 +380,7 @@ static void check_norm(void)
     int np = mt_param_count(&cfg);
     MtParam *whole = calloc((size_t)np, sizeof(MtParam)), *loc = calloc((size_t)np, sizeof(MtParam));
     for (int K = 1; K <= 4; K *= 2) {
-        int64_t Vp = mt_tp_vocab_of(V, K), n1 = mt_tp_local_table(&cfg, 1, Vp, 1, whole);
+        int64_t Vp = mt_tp_vocab_of(V, K), n1 = mt_tp_local_table(&cfg, 1, Vp, 1, 1, whole);
         float *g = rnd(n1, 40);
         for (int64_t i = (int64_t)V * C; i < Vp * C; i++)
             g[i] = 0.0f;
@@ -390,7 +390,7 @@ static void check_norm(void)
         double plain = mt_grad_sumsq(whole, np, g);
         CHECK(fabs(want - plain) <= 1e-12 * plain, "K=%d norm %.17g off the plain sum %.17g", K, want, plain);
         for (int N = 1; N <= K; N *= 2) {
-            int64_t nl = mt_tp_local_table(&cfg, N, Vp, 1, loc);
+            int64_t nl = mt_tp_local_table(&cfg, N, Vp, 1, 1, loc);
             for (int r = 0; r < N; r++) {
                 float *gl = calloc((size_t)nl, sizeof(float));
                 for (int i = 0; i < np; i++) {

@@ -50,9 +50,10 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
     if ((a->tp > 1 || a->tp_blocks != 0) && a->pp > 1)
         return mt_error(MT_EINPUT, "meshtrain train: --tp %d with --pp %d: tensor parallelism inside a pipeline is not "
                         "built yet (issue 10); use --tp with --dp, or --pp alone", a->tp, a->pp);
-    if ((a->tp > 1 || a->tp_blocks != 0) && a->dp > 1 && a->zero > 0)
-        return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --tp %d: sharding the tensor-parallel slices over "
-                        "--dp is not built yet (issue 10); --tp with --dp runs DDP (--zero 0)", a->zero, a->tp);
+    if (a->tp_blocks > a->tp && a->dp > 1 && a->zero > 0)
+        return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --tp-blocks %d over --tp %d: the sharded norm "
+                        "takes one slice per tp rank, not yet %d (issue 10); use --tp-blocks %d or --zero 0", a->zero,
+                        a->tp_blocks, a->tp, a->tp_blocks / a->tp, a->tp);
     if (a->tp > 1 && a->fast_comm)
         return mt_error(MT_EINPUT, "meshtrain train: --fast-comm with --tp: tensor parallelism always uses the fixed "
                         "order (its replicated parameters must get the same bits on every rank)");
@@ -207,6 +208,22 @@ static void rss_report(MtComm *c, const char *what, int64_t before)
     free(all);
 }
 
+/* A tensor-parallel rank's whole slices when ZeRO shards them over dp: three arrays laid
+ * out like the trainer's, in state (NULL when the trainer holds them whole).  gather: filled
+ * from the shards (collective over dp). */
+static float *tp_whole_state(MtTrainer *tr, MtDp *dp, float *state[3], int gather)
+{
+    if (!dp || dp->o.zero == 0)
+        return NULL;
+    float *full = malloc(3 * sizeof(float) * (size_t)tr->nfloats);
+    MT_ASSERT(full, "no memory for the %lld floats of the rank's slices", 3 * (long long)tr->nfloats);
+    for (int k = 0; k < 3; k++)
+        state[k] = full + k * tr->nfloats;
+    if (gather)
+        mt_dp_gather_state(dp, state[0], state[1], state[2]);
+    return full;
+}
+
 /* Saves a checkpoint; with sharded state every rank first gathers the whole arrays
  * (collective), then rank 0 writes; a pipeline streams its stages' tensors to rank 0.
  * Returns 0 or the exit status. */
@@ -217,9 +234,10 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, const char *dir,
     MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro, .seq = tc->seq,
                        .oc = tc->oc};
     if (tp) { /* with --dp, every dp replica holds the same slices: the first one saves */
-        if (dp && dp->rank != 0)
-            return 0;
-        MtStatus s = mt_tpe_save(tp, dir, &ts);
+        float *state[3];
+        full = tp_whole_state(tr, dp, state, 1);
+        MtStatus s = !dp || dp->rank == 0 ? mt_tpe_save(tp, dir, &ts, full ? state : NULL) : MT_OK;
+        free(full);
         return s == MT_OK ? 0 : root ? mt_cli_fail(s) : 1;
     }
     if (pp) {
@@ -553,8 +571,12 @@ int mt_cmd_train(int full_argc, char **full_argv)
         }
         dpp = &dpe;
     }
-    if (a.resume && tpp) { /* each rank keeps its slices */
-        if ((s = mt_tpe_load(tpp, a.resume)) != MT_OK) {
+    if (a.resume && tpp) { /* each rank keeps its slices (and with ZeRO, its shard of them) */
+        float *state[3], *full = tp_whole_state(&tr, dpp, state, 0);
+        if ((s = mt_tpe_load(tpp, a.resume, full ? state : NULL)) == MT_OK && full)
+            mt_dp_scatter_state(dpp, state[0], state[1], state[2]);
+        free(full);
+        if (s != MT_OK) {
             rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
             goto out_trainer;
         }
@@ -599,8 +621,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
         freopen("/dev/null", "w", stdout); /* rank 0 speaks for the job; errors still reach stderr */
     static const char *zero_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "FSDP (ZeRO-3)"};
     if (comm && tpp)
-        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), tensor parallel%s%s, fixed-order reductions\n",
-               nranks, a.dp, a.tp, a.pp, a.seqpar ? " with sequence parallelism" : "", dpp ? ", DDP over dp" : "");
+        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), tensor parallel%s%s%s, fixed-order reductions\n",
+               nranks, a.dp, a.tp, a.pp, a.seqpar ? " with sequence parallelism" : "", dpp ? ", over dp: " : "",
+               dpp ? zero_names[a.zero] : "");
     else if (comm)
         printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), %s%s, %s reductions\n", nranks, a.dp, a.tp, a.pp,
                zero_names[a.zero], a.shard > 0 && a.shard < a.dp ? " sharded within copies of --shard-size ranks" : "",
@@ -685,7 +708,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
             break;
     }
     if (rc == 0 && tpp && comm) { /* the replicated parameters must not drift apart */
-        int differ = mt_tpe_replicas_differ(tpp);
+        float *state[3], *full = tp_whole_state(&tr, dpp, state, 1);
+        int differ = mt_tpe_replicas_differ(tpp, full ? state : NULL);
+        free(full);
         if (differ) {
             if (root)
                 fprintf(stderr, "meshtrain train: %d replicated tensors differ across the %d tp ranks at step %lld\n",

@@ -33,7 +33,7 @@ void mt_dp_configure(MtTrainConfig *tc, int N, int S, int zero, int det)
     int np = mt_param_count(&tc->cfg);
     MtParam *t = calloc((size_t)np, sizeof *t);
     MT_ASSERT(t, "out of memory");
-    int64_t shard = mt_param_table_aligned(&tc->cfg, t, tc->unit_align) / S;
+    int64_t shard = mt_trainer_table(tc, t) / S;
     free(t);
     tc->tree_span = contig ? M / N : 1;
     tc->optim_len = zero >= 1 ? shard : 0;

@@ -58,8 +58,9 @@ void mt_tp_init_slice(const MtParam *p, int L, uint64_t seed, int N, int r, int6
 /* A rank's table: the whole table's names, units and flags, each tensor's shape its
  * slice's (wte: Vp/N rows, its padding included), offsets into the rank's flat arrays,
  * each unit padded to a multiple of align (>= 1; data parallelism's shard alignment, as
- * mt_param_table_aligned).  Returns the floats of the flat arrays. */
-int64_t mt_tp_local_table(const MtConfig *cfg, int N, int64_t Vp, int64_t align, MtParam *table);
+ * mt_param_table_aligned) and each tensor starting at a multiple of talign (>= 1).
+ * Returns the floats of the flat arrays. */
+int64_t mt_tp_local_table(const MtConfig *cfg, int N, int64_t Vp, int64_t align, int64_t talign, MtParam *table);
 
 /* The gradient norm under K blocks.  One device's sum of squares, defined for any K: each
  * split tensor as the pairwise tree over its K slices (the slices of tp = K), each slice

@@ -42,6 +42,7 @@ typedef struct {
     double *parts, *all; /* the norm's per-tensor parts: this rank's, every rank's */
     float *buf, *gath; /* save: one whole tensor, its gathered slices */
     int64_t most;     /* floats of the largest whole tensor */
+    float *const *saving; /* during a save: the arrays it reads (NULL: the trainer's) */
 } MtTpe;
 
 /* Checks --tp N and --tp-blocks K (0: not given) against the model: N divides the heads
@@ -56,15 +57,18 @@ MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr);
 void mt_tpe_free(MtTpe *t);
 /* One step: the global batch, forward and backward, the norm over the group, AdamW. */
 void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st);
+/* The next three take the rank's whole slices as state = {params, m, v}, each laid out
+ * like the trainer's table, or NULL for the trainer's own arrays (a technique that shards
+ * them, ZeRO over dp, passes gathered copies). */
 /* Collective over the tp group; rank 0 writes. */
-MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts);
+MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts, float *const state[3]);
 /* Every rank reads only its slices of the parameters and moments (one read per run). */
-MtStatus mt_tpe_load(MtTpe *t, const char *dir);
+MtStatus mt_tpe_load(MtTpe *t, const char *dir, float *const state[3]);
 /* How many replicated tensors (parameters or AdamW moments) are not bit-identical to tp
  * rank 0's, by a 64-bit hash of each all-gathered over the group; the same answer on every
  * rank (collective).  Test hook: with MT_TEST_TP_DRIFT=1 in the environment, tp rank 1
  * moves one element of ln_f.bias by one ulp after every step (the check must see it). */
-int mt_tpe_replicas_differ(MtTpe *t);
+int mt_tpe_replicas_differ(MtTpe *t, float *const state[3]);
 /* Floats of a micro-batch's logits on this rank (micro x T x Vp / N). */
 int64_t mt_tpe_logits_floats(const MtTpe *t);
 

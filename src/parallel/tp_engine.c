@@ -60,18 +60,42 @@ void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K, int seqp
     mt_tp_test_left_to_right(getenv("MT_TEST_TP_LTR") != NULL); /* test hook (mt_tp.h) */
 }
 
-static double grad_sumsq(void *ctx)
+/* the parts (t->parts) all-gathered over the group and combined */
+static double combine(MtTpe *t)
 {
-    MtTpe *t = ctx;
     MtTrainer *tr = t->tr;
     int n = tr->nparams;
-    mt_tp_sumsq_parts(tr->table, n, tr->grads, t->ctx.K / t->ctx.N, t->parts);
     const double *all = t->parts;
     if (t->c) { /* doubles travel as pairs of floats, bits untouched */
         tp_allgather(t, (const float *)t->parts, (float *)t->all, 2 * (int64_t)n);
         all = t->all;
     }
     return mt_tp_sumsq_combine(tr->table, n, all, t->ctx.N);
+}
+
+static double grad_sumsq(void *ctx)
+{
+    MtTpe *t = ctx;
+    mt_tp_sumsq_parts(t->tr->table, t->tr->nparams, t->tr->grads, t->ctx.K / t->ctx.N, t->parts);
+    return combine(t);
+}
+
+/* From the gradient's block sums (a dp shard's, gathered): with one slice per rank (K = N)
+ * a tensor's part is its blocks added in order, as mt_tp_sumsq_parts sums them, when every
+ * tensor starts a block (the trainer's table under ZeRO; the padding adds zeros). */
+static double grad_sumsq_blocks(void *ctx, const double *blocks)
+{
+    MtTpe *t = ctx;
+    const MtParam *tab = t->tr->table;
+    MT_ASSERT(t->ctx.K == t->ctx.N, "block sums give the norm of one slice per rank, not of %d", t->ctx.K / t->ctx.N);
+    for (int q = 0; q < t->tr->nparams; q++) {
+        MT_ASSERT(tab[q].offset % MT_NORM_BLOCK == 0, "%s does not start a norm block", tab[q].name);
+        double s = 0.0;
+        for (int64_t b = tab[q].offset / MT_NORM_BLOCK; b * MT_NORM_BLOCK < tab[q].offset + tab[q].numel; b++)
+            s += blocks[b];
+        t->parts[q] = s;
+    }
+    return combine(t);
 }
 
 MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr)
@@ -87,6 +111,7 @@ MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr)
     }
     mt_param_table(&tr->tc.cfg, t->whole);
     tr->sumsq = grad_sumsq; /* a data-parallel step that updates this trainer clips by it too */
+    tr->sumsq_blocks = grad_sumsq_blocks;
     tr->sumsq_ctx = t;
     for (int p = 0; p < n; p++)
         t->most = t->whole[p].numel > t->most ? t->whole[p].numel : t->most;
@@ -95,8 +120,10 @@ MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr)
 
 void mt_tpe_free(MtTpe *t)
 {
-    if (t->tr && t->tr->sumsq_ctx == t)
+    if (t->tr && t->tr->sumsq_ctx == t) {
         t->tr->sumsq = NULL;
+        t->tr->sumsq_blocks = NULL;
+    }
     free(t->whole);
     free(t->parts);
     free(t->all);
@@ -110,8 +137,11 @@ int64_t mt_tpe_logits_floats(const MtTpe *t)
     return (int64_t)tc->micro * tc->seq * (t->ctx.Vp / t->ctx.N);
 }
 
-static float *local_array(MtTpe *t, int which)
+/* the rank's whole slices: the given arrays, or the trainer's own */
+static float *local_array(MtTpe *t, float *const state[3], int which)
 {
+    if (state)
+        return state[which];
     return which == 0 ? t->tr->params : which == 1 ? t->tr->m : t->tr->v;
 }
 
@@ -138,7 +168,7 @@ static uint64_t hash(const float *x, int64_t n)
     return h;
 }
 
-int mt_tpe_replicas_differ(MtTpe *t)
+int mt_tpe_replicas_differ(MtTpe *t, float *const state[3])
 {
     MtTrainer *tr = t->tr;
     int n = tr->nparams, N = t->ctx.N, differ = 0;
@@ -149,7 +179,7 @@ int mt_tpe_replicas_differ(MtTpe *t)
     for (int q = 0; q < n; q++)
         if (mt_tp_split(&tr->table[q]) == MT_TP_REPLICATED)
             for (int which = 0; which < 3; which++)
-                mine[3 * q + which] = hash(local_array(t, which) + tr->table[q].offset, tr->table[q].numel);
+                mine[3 * q + which] = hash(local_array(t, state, which) + tr->table[q].offset, tr->table[q].numel);
     tp_allgather(t, (const float *)mine, (float *)all, 6 * (int64_t)n);
     for (int q = 0; q < n; q++) {
         int bad = 0;
@@ -166,10 +196,10 @@ int mt_tpe_replicas_differ(MtTpe *t)
 
 /* tensor q of array `which`, whole: the ranks' slices gathered and put in place (rank 0
  * alone for a replicated tensor, and on one rank; wte's padding rows are left out) */
-static const float *whole_tensor(MtTpe *t, int which, int q)
+static const float *whole_tensor(MtTpe *t, float *const state[3], int which, int q)
 {
     const MtParam *w = &t->whole[q], *l = &t->tr->table[q];
-    const float *mine = local_array(t, which) + l->offset;
+    const float *mine = local_array(t, state, which) + l->offset;
     int N = t->ctx.N;
     if (!t->c || mt_tp_split(w) == MT_TP_REPLICATED)
         return mine; /* on one rank wte's first V rows are the whole tensor */
@@ -183,7 +213,11 @@ static const float *whole_tensor(MtTpe *t, int which, int q)
     return t->buf;
 }
 
-static const float *save_fetch(void *ctx, int which, int q) { return whole_tensor(ctx, which, q); }
+static const float *save_fetch(void *ctx, int which, int q)
+{
+    MtTpe *t = ctx;
+    return whole_tensor(t, t->saving, which, q);
+}
 
 /* floats of the largest tensor's gathered slices (wte's carry its padding) */
 static int64_t gath_floats(const MtTpe *t)
@@ -216,18 +250,19 @@ static void free_buffers(MtTpe *t)
     t->buf = t->gath = NULL;
 }
 
-MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts)
+MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts, float *const state[3])
 {
     MtTrainer *tr = t->tr;
     MtStatus s = buffers(t);
     MT_ASSERT(s == MT_OK, "%s", mt_error_msg()); /* every rank would need to agree to skip the save */
     int root = !t->c || mt_comm_rank(t->c) == 0;
+    t->saving = state;
     if (root)
         s = mt_ckpt_save_fetch(dir, &tr->tc.cfg, t->whole, tr->nparams, 1, save_fetch, t, ts);
     else /* in the file's order: parameters, then exp_avg, then exp_avg_sq */
         for (int which = 0; which < 3; which++)
             for (int q = 0; q < tr->nparams; q++)
-                whole_tensor(t, which, q);
+                whole_tensor(t, state, which, q);
     free_buffers(t);
     if (!t->c)
         return s;
@@ -248,10 +283,11 @@ static int64_t load_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
     return t->tr->table[q].offset + at;
 }
 
-MtStatus mt_tpe_load(MtTpe *t, const char *dir)
+MtStatus mt_tpe_load(MtTpe *t, const char *dir, float *const state[3])
 {
     MtTrainer *tr = t->tr;
     for (int which = 0; which < 3; which++) /* wte's padding rows stay zero */
-        memset(local_array(t, which), 0, sizeof(float) * (size_t)tr->nfloats);
-    return mt_ckpt_load_pieces(dir, t->whole, tr->nparams, load_piece, t, tr->params, tr->m, tr->v);
+        memset(local_array(t, state, which), 0, sizeof(float) * (size_t)tr->nfloats);
+    return mt_ckpt_load_pieces(dir, t->whole, tr->nparams, load_piece, t, local_array(t, state, 0),
+                               local_array(t, state, 1), local_array(t, state, 2));
 }

@@ -117,7 +117,7 @@ void mt_tp_init_slice(const MtParam *p, int L, uint64_t seed, int N, int r, int6
     }
 }
 
-int64_t mt_tp_local_table(const MtConfig *cfg, int N, int64_t Vp, int64_t align, MtParam *t)
+int64_t mt_tp_local_table(const MtConfig *cfg, int N, int64_t Vp, int64_t align, int64_t talign, MtParam *t)
 {
     int n = mt_param_count(cfg);
     mt_param_table(cfg, t);
@@ -126,6 +126,7 @@ int64_t mt_tp_local_table(const MtConfig *cfg, int N, int64_t Vp, int64_t align,
         MtParam *p = &t[i];
         if (i > 0 && p->unit != t[i - 1].unit)
             off = (off + align - 1) / align * align;
+        off = (off + talign - 1) / talign * talign;
         switch (mt_tp_split(p)) {
         case MT_TP_VOCAB:
             p->shape[0] = Vp / N;

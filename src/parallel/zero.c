@@ -45,23 +45,28 @@ static void across_copies(MtDp *dp, float *x, int64_t n)
 
 static double sharded_sumsq(MtDp *dp)
 {
+    MtTrainer *tr = dp->tr;
     const MtShardMap *m = &dp->map;
-    int64_t nb = m->shard_len / MT_NORM_BLOCK; /* this rank's blocks */
-    double *mine = malloc(sizeof(double) * (size_t)nb * (dp->S + 1));
-    MT_ASSERT(mine, "out of memory for %lld block sums", (long long)nb);
-    double *all = mine + nb;
+    int64_t nb = m->shard_len / MT_NORM_BLOCK, nflat = tr->nfloats / MT_NORM_BLOCK; /* this rank's, all */
+    double *mine = malloc(sizeof(double) * (size_t)(nb * (dp->S + 1) + nflat));
+    MT_ASSERT(mine, "out of memory for %lld block sums", (long long)nflat);
+    double *all = mine + nb, *flat = all + nb * dp->S;
     for (int u = 0; u < m->nunits; u++)
         mt_block_sumsq(grad_chunk(dp, u), m->chunk[u], mine + m->shard_off[u] / MT_NORM_BLOCK);
     double t = mt_now();
     mt_allgather(dp->c, MT_GROUP_DP_SHARD, (const float *)mine, (float *)all, 2 * nb * dp->S);
     mt_dp_clock(dp, t);
+    for (int u = 0; u < m->nunits; u++) /* every rank's chunks back in flat order */
+        for (int r = 0; r < dp->S; r++)
+            memcpy(flat + (m->lo[u] + r * m->chunk[u]) / MT_NORM_BLOCK,
+                   all + (int64_t)r * nb + m->shard_off[u] / MT_NORM_BLOCK,
+                   sizeof(double) * (size_t)(m->chunk[u] / MT_NORM_BLOCK));
     double total = 0.0; /* unit by unit, each unit's blocks in flat order: the canonical sum */
-    for (int u = 0; u < m->nunits; u++)
-        for (int r = 0; r < dp->S; r++) {
-            const double *b = all + (int64_t)r * nb + m->shard_off[u] / MT_NORM_BLOCK;
-            for (int64_t k = 0; k < m->chunk[u] / MT_NORM_BLOCK; k++)
-                total += b[k];
-        }
+    if (tr->sumsq_blocks) /* the trainer's tensors are split over other ranks too */
+        total = tr->sumsq_blocks(tr->sumsq_ctx, flat);
+    else
+        for (int64_t k = 0; k < nflat; k++)
+            total += flat[k];
     free(mine);
     return total;
 }
@@ -306,6 +311,7 @@ MtStatus mt_zero_init(MtDp *dp)
         dp->slot_unit[s] = -1;
     if (z == 0)
         return MT_OK;
+    dp->gview.fresh = 1; /* each unit's gradient buffer is zeroed before its backward (grads_need), as a leaf's */
     int64_t lens[4] = {m->len[0], m->len[last], m->max_block_len, m->max_block_len};
     for (int s = 0; s < 4; s++)
         dp->ugrad_len[s] = lens[s];
@@ -339,8 +345,7 @@ MtStatus mt_zero_init(MtDp *dp)
             int64_t a = pp->offset > lo ? pp->offset : lo;
             int64_t b = pp->offset + pp->numel < hi ? pp->offset + pp->numel : hi;
             if (a < b)
-                mt_param_init(pp, tr->tc.cfg.L, tr->tc.seed, a - pp->offset, b - pp->offset,
-                              tr->params + m->shard_off[u] + (a - lo));
+                mt_trainer_param_init(tr, p, a - pp->offset, b - pp->offset, tr->params + m->shard_off[u] + (a - lo));
         }
     }
     return MT_OK;

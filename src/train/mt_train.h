@@ -64,6 +64,10 @@ typedef struct {
     /* the gradient's sum of squares for mt_trainer_update: set by a technique whose tensors
      * are split over ranks (tensor parallelism); NULL: mt_grad_sumsq over the table */
     double (*sumsq)(void *ctx);
+    /* the same from the gradient's sums of squares in blocks of MT_NORM_BLOCK from the flat
+     * array's first element (a technique that shards the gradient, ZeRO); NULL: the blocks
+     * added in order */
+    double (*sumsq_blocks)(void *ctx, const double *blocks);
     void *sumsq_ctx;
     int64_t step;                  /* steps completed */
 } MtTrainer;
@@ -72,6 +76,12 @@ typedef struct {
     float loss, grad_norm, lr;
 } MtStepStats;
 
+/* The trainer's table for tc (offsets into its flat arrays, units padded to unit_align; a
+ * tensor-parallel rank's slices): returns the floats of the flat arrays. */
+int64_t mt_trainer_table(const MtTrainConfig *tc, MtParam *table);
+/* Elements [a, b) of the trainer's tensor p as initialisation gives them, into dst (a
+ * technique that holds a shard of the parameters initialises it). */
+void mt_trainer_param_init(const MtTrainer *tr, int p, int64_t a, int64_t b, float *dst);
 /* Checks tc (MT_EINPUT, one line), then allocates everything and initialises the
  * parameters from tc->seed.  On failure the trainer is freed. */
 MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc);

@@ -48,6 +48,34 @@ static int tree_depth(int M)
     return d;
 }
 
+int64_t mt_trainer_table(const MtTrainConfig *tc, MtParam *table)
+{
+    int64_t align = tc->unit_align > 0 ? tc->unit_align : 1;
+    if (!tc->tp)
+        return mt_param_table_aligned(&tc->cfg, table, align);
+    /* sharded over dp: every tensor starts a norm block, so that the shards' block sums
+     * give each tensor's (tr->sumsq_blocks) */
+    return mt_tp_local_table(&tc->cfg, tc->tp->N, tc->tp->Vp, align, align > 1 ? MT_NORM_BLOCK : 1, table);
+}
+
+void mt_trainer_param_init(const MtTrainer *tr, int p, int64_t a, int64_t b, float *dst)
+{
+    const MtTrainConfig *tc = &tr->tc;
+    const MtParam *pp = &tr->table[p];
+    if (!tc->tp) {
+        mt_param_init(pp, tc->cfg.L, tc->seed, a, b, dst);
+        return;
+    }
+    MtParam *whole = calloc((size_t)tr->nparams, sizeof(MtParam)); /* the slice, then its range */
+    float *slice = malloc(sizeof(float) * (size_t)pp->numel);
+    MT_ASSERT(whole && slice, "out of memory to initialise %s", pp->name);
+    mt_param_table(&tc->cfg, whole);
+    mt_tp_init_slice(&whole[p], tc->cfg.L, tc->seed, tc->tp->N, tc->tp->r, tc->tp->Vp, slice);
+    memcpy(dst, slice + a, sizeof(float) * (size_t)(b - a));
+    free(slice);
+    free(whole);
+}
+
 MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
 {
     memset(tr, 0, sizeof *tr);
@@ -64,10 +92,7 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     tr->targets = malloc(sizeof(int32_t) * (size_t)gb);
     if (!tr->table || !tr->inputs || !tr->targets)
         goto oom;
-    if (tc->tp)
-        tr->nfloats = mt_tp_local_table(cfg, tc->tp->N, tc->tp->Vp, tc->unit_align > 0 ? tc->unit_align : 1, tr->table);
-    else
-        tr->nfloats = mt_param_table_aligned(cfg, tr->table, tc->unit_align > 0 ? tc->unit_align : 1);
+    tr->nfloats = mt_trainer_table(tc, tr->table);
     tr->nunits = cfg->L + 2;
     for (int u = 0; u < tr->nunits; u++)
         mt_unit_span(tr->table, tr->nparams, u, &tr->unit_lo[u], &tr->unit_end[u]);
