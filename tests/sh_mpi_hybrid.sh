@@ -7,6 +7,11 @@
 # sequence parallelism, hybrid sharding on dp 4 x tp 2).  A dp 2 x tp 2 checkpoint (DDP
 # and FSDP) resumes on tp 4, on dp 2 x tp 2 ZeRO-1 and on one rank bit for bit.  The
 # replicated tensors stay identical over the tp group.
+# Pipelines over dp (--dp D --pp P, DDP over the copies of the pipeline): dp 2 x pp 2
+# (1f1b, zb, interleaved), dp 4 x pp 2 gpipe and dp 2 x pp 4 with full recomputation give
+# the one-rank run bit for bit; a dp 2 x pp 2 checkpoint resumes on pp 4 and on dp 4; each
+# stage's dp bytes per step are the all-reduce of what it sums (the wte replica and the
+# loss on the last stage).
 # comm.dp per step is DDP's all-reduce of the rank's slices (and the loss), comm.tp the
 # tensor-parallel formula at the rank's micro-batches.  Layouts not built yet, and a world
 # that is not dp x tp x pp under mpirun -np N, exit 2 with one line, printed once.
@@ -68,6 +73,44 @@ for x in half:r4 one:r1; do
   same_resumed "resume of a dp 2 x tp 2 checkpoint (${x##*:})" "$T/ref" "$T/${x%%:*}.jsonl" "$T/${x##*:}" 10
 done
 
+# ---- pipelines over dp ----
+pipev="--data $T/data --heads 4 --dim 32 --seq-len 16 --warmup 2 --lr 3e-3 --log-every 0 --seed 7 --threads 1
+       --batch-size 8 --micro-batch-size 1 --layers 4 --steps 10"
+pipe="$pipev --eval-every 0"
+train pref $pipe
+train prefv $pipev --eval-every 5
+train dp2pp2 $pipev --dp 2 --pp 2 --check-collectives --eval-every 5
+same_run "dp 2 x pp 2 1f1b" "$T/prefv" "$T/dp2pp2"
+vl() { grep -o '"val_loss": [^,}]*' "$1"; }
+[ "$(vl "$T/dp2pp2.jsonl" | wc -l)" -eq 2 ] && cmp -s <(vl "$T/prefv.jsonl") <(vl "$T/dp2pp2.jsonl") && pass \
+  || fail "dp 2 x pp 2 validation losses: $(vl "$T/dp2pp2.jsonl" | tr '\n' ' ') vs $(vl "$T/prefv.jsonl" | tr '\n' ' ')"
+train dp2zb $pipe --dp 2 --pp 2 --schedule zb
+same_run "dp 2 x pp 2 zb" "$T/pref" "$T/dp2zb"
+train dp2il $pipe --dp 2 --pp 2 --schedule interleaved --virtual-stages 2
+same_run "dp 2 x pp 2 interleaved" "$T/pref" "$T/dp2il"
+train dp4pp2 $pipe --dp 4 --pp 2 --schedule gpipe
+same_run "dp 4 x pp 2 gpipe" "$T/pref" "$T/dp4pp2"
+train dp2pp4 $pipe --dp 2 --pp 4 --recompute full
+same_run "dp 2 x pp 4 --recompute full" "$T/pref" "$T/dp2pp4"
+grep -q "measured bubble" "$T/dp2pp2.out" && pass || fail "no pipeline summary: $(tail -3 "$T/dp2pp2.out")"
+train phalf $pipe --dp 2 --pp 2 --exit-interval 5
+cp -r "$T/phalf" "$T/phalf_copy"
+cp "$T/phalf.jsonl" "$T/pone.jsonl"
+resume "$T/phalf" "$T/phalf.jsonl" "$T/pp4" --pp 4
+resume "$T/phalf_copy" "$T/pone.jsonl" "$T/pdp4" --dp 4
+for x in phalf:pp4 pone:pdp4; do
+  same_resumed "resume of a dp 2 x pp 2 checkpoint (${x##*:})" "$T/pref" "$T/${x%%:*}.jsonl" "$T/${x##*:}" 10
+done
+line=$(sed -n 2p "$T/dp2pp2.jsonl")
+f() { echo "$line" | grep -o "\"dp\": [0-9]*" | sed -n "${1}p" | cut -d' ' -f2; }
+# C 32, T 16, V 256: a block 12 C^2 + 13 C floats; stage 0 sums wpe and blocks 0-1 (its wte
+# rows come whole from the last stage), stage 1 blocks 2-3, ln_f, the wte replica and the loss
+blk=$(( 12 * 32 * 32 + 13 * 32 ))
+want0=$(( 4 * (16 * 32 + 2 * blk) )) want1=$(( 4 * (2 * blk + 2 * 32 + 256 * 32 + 1) ))
+# mesh: pp slowest, so world ranks 0-1 are stage 0 (dp 0, 1), ranks 2-3 stage 1
+[ "$(f 1)" = $want0 ] && [ "$(f 2)" = $want0 ] && [ "$(f 3)" = $want1 ] && [ "$(f 4)" = $want1 ] && pass \
+  || fail "dp bytes of dp 2 x pp 2: $(f 1) $(f 2) $(f 3) $(f 4), want $want0 $want0 $want1 $want1"
+
 # ---- traffic per rank: dp and tp bytes of one step against their formulas ----
 field() { echo "$1" | grep -o "\"$2\": [0-9]*" | sed -n "${3}p" | cut -d' ' -f2; }
 line=$(sed -n 2p "$T/dp2tp2.jsonl")
@@ -96,6 +139,10 @@ ok="--data $T/data --heads 4 --dim 32 --seq-len 16 --steps 1 --layers 2 --batch-
 expect_bad_input "ZeRO with more tp blocks than tp ranks (not built yet)" $MT_BIN train $ok --tp 2 --dp 2 --zero 1 \
   --tp-blocks 4
 expect_bad_input "tp inside a pipeline (not built yet)" $MT_BIN train $ok --tp 2 --pp 2
+expect_bad_input "ZeRO over copies of a pipeline (not built yet)" $MT_BIN train $ok --dp 2 --pp 2 --zero 1
+expect_bad_input "dp x pp whose copies' micro-batches do not suit interleaving" $MT_BIN train --data $T/data \
+  --heads 4 --dim 32 --seq-len 16 --steps 1 --layers 4 --batch-size 2 --micro-batch-size 1 --dp 2 --pp 2 \
+  --schedule interleaved --virtual-stages 2
 expect_bad_input "dp x tp with sequence parallelism and the sequence not divisible by tp" $MT_BIN train \
   --data $T/data --heads 4 --dim 32 --seq-len 15 --steps 1 --layers 2 --batch-size 4 --dp 2 --tp 2 --sequence-parallel
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

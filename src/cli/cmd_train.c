@@ -59,9 +59,9 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
                         "order (its replicated parameters must get the same bits on every rank)");
     if ((s = mt_tpe_check(cfg, a->tp, a->tp_blocks)) != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
-    if (a->pp > 1 && a->dp > 1)
-        return mt_error(MT_EINPUT, "meshtrain train: --pp %d with --dp %d: pipelines combined with data parallelism "
-                        "are not built yet (issue 10); use one or the other", a->pp, a->dp);
+    if (a->pp > 1 && a->dp > 1 && a->zero > 0)
+        return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --pp %d: sharding a pipeline's stages over --dp is "
+                        "not built yet (issue 10); --pp with --dp runs DDP (--zero 0)", a->zero, a->pp);
     if (a->pp > 1 && a->zero > 0)
         return mt_error(MT_EINPUT, "meshtrain train: --zero %d shards over the dp group; with --pp alone there is none",
                         a->zero);
@@ -240,9 +240,9 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, const char *dir,
         free(full);
         return s == MT_OK ? 0 : root ? mt_cli_fail(s) : 1;
     }
-    if (pp) {
+    if (pp) { /* with --dp, every copy of the pipeline holds the same state: the first one saves */
         int64_t before = mt_mem_rss_mark();
-        MtStatus s = mt_pipe_save(pp, dir, &ts);
+        MtStatus s = mt_comm_group_rank(pp->c, MT_GROUP_DP) == 0 ? mt_pipe_save(pp, dir, &ts) : MT_OK;
         rss_report(pp->c, "checkpoint save", before);
         return s == MT_OK ? 0 : root ? mt_cli_fail(s) : 1;
     }
@@ -266,7 +266,7 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, const char *dir,
 static void pipe_summary(MtPipe *pp, double measured, double exposed_ms)
 {
     int V = pp->V, P = pp->P, S = P * V;
-    int64_t m64[6 * MT_PIPE_MAX_CHUNKS], *a64 = malloc(sizeof(int64_t) * 6 * (size_t)V * P);
+    int64_t m64[6 * MT_PIPE_MAX_CHUNKS], *a64 = malloc(sizeof(int64_t) * 6 * (size_t)V * mt_comm_size(pp->c));
     double *stage = malloc(sizeof(double) * 3 * (size_t)S);
     MT_ASSERT(a64 && stage, "out of memory");
     for (int c = 0; c < V; c++)
@@ -283,7 +283,7 @@ static void pipe_summary(MtPipe *pp, double measured, double exposed_ms)
     for (int r = 0; r < P; r++)
         for (int c = 0; c < V; c++)
             for (int k = 0; k < 3; k++) {
-                const int64_t *x = a64 + 6 * ((int64_t)r * V + c);
+                const int64_t *x = a64 + 6 * ((int64_t)mt_pipe_world_rank(pp, r) * V + c); /* the first copy's */
                 stage[3 * (c * P + r) + k] = x[3 + k] > 0 ? x[k] * 1e-6 / (double)x[3 + k] : 0.0;
             }
     free(a64);
@@ -483,9 +483,18 @@ int mt_cmd_train(int full_argc, char **full_argv)
         if (a.stage_layers && (s = parse_stage_layers(a.stage_layers, given, &ngiven)) != MT_OK)
             return mt_cli_fail(s);
         const char *ltr = getenv("MT_TEST_LTR_STAGE"); /* test hook: a wrong order the tests must catch */
-        po = (MtPipeOptions){.kind = mt_schedule_kind(a.schedule), .M = tc.batch / tc.micro, .V = a.vstages,
+        if ((s = mt_dp_check(a.dp, tc.batch / tc.micro)) != MT_OK)
+            return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+        /* with --dp each copy of the pipeline runs its share of the micro-batches */
+        po = (MtPipeOptions){.kind = mt_schedule_kind(a.schedule), .M = tc.batch / tc.micro / a.dp, .V = a.vstages,
                              .ltr_stage = ltr ? atoi(ltr) : -1};
-        if ((s = mt_pipe_check(&po, &tc.cfg, a.pp, a.stage_layers ? given : NULL, ngiven)) != MT_OK)
+        if ((s = mt_pipe_check(&po, &tc.cfg, a.pp, a.stage_layers ? given : NULL, ngiven)) != MT_OK && a.dp > 1) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", mt_error_msg());
+            return mt_cli_fail(mt_error(s, "meshtrain train: %s; counted per copy of the pipeline (--dp %d shares "
+                                        "the step's %d micro-batches)", why, a.dp, tc.batch / tc.micro));
+        }
+        if (s != MT_OK)
             return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     }
     if (tc.batch % tc.micro == 0 && (s = mt_dp_check(a.dp, tc.batch / tc.micro)) != MT_OK)
@@ -525,7 +534,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
             if (mt_comm_rank(comm) == 0)
                 fprintf(stderr, "meshtrain train: %s (started with mpirun -np %d)\n", mt_error_msg(),
                         mt_comm_size(comm));
-            exit(2); /* every rank reaches the same verdict; none waits for another */
+            mt_comm_barrier(comm); /* every rank reaches the same verdict; none leaves before rank 0 has said it */
+            exit(2);
         }
         mt_comm_mesh(comm, &l);
     }
@@ -534,6 +544,12 @@ int mt_cmd_train(int full_argc, char **full_argv)
     MtTpe tpe = {0}, *tpp = NULL;
     if (use_tp) /* with --dp too: the dp engine steps the tp rank's trainer */
         mt_tpe_setup(&tpe, comm, &tc, a.tp, a.tp_blocks, a.seqpar);
+    MtDpSum dsum = {.c = comm, .det = !a.fast_comm};
+    if (comm && a.pp > 1 && a.dp > 1) { /* DDP over the copies of the pipeline */
+        po.first_mb = mt_comm_group_rank(comm, MT_GROUP_DP) * po.M;
+        po.reduce = mt_dp_sum;
+        po.reduce_ctx = &dsum;
+    }
     if (comm && a.pp > 1)
         mt_pipe_configure(&tc, &po, a.pp, mt_comm_group_rank(comm, MT_GROUP_PP));
     else if (comm && (!use_tp || a.dp > 1))

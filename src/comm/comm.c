@@ -281,6 +281,12 @@ void mt_comm_reset_counters(MtComm *c) { memset(c->bytes, 0, sizeof c->bytes); }
 
 int64_t mt_comm_total_bytes(const MtComm *c, MtGroupKind g) { return c->total[g]; }
 
+void mt_comm_barrier(MtComm *c)
+{
+    (void)c;
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 void mt_comm_gather_i64(MtComm *c, const int64_t *mine, int n, int64_t *all)
 {
     int64_t *tmp = malloc(sizeof(int64_t) * (size_t)n);

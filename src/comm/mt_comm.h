@@ -53,6 +53,8 @@ typedef struct MtRequest MtRequest;
 /* Starts MPI (or joins the world it was launched in) and the watchdog.  Never fails
  * softly: MPI errors abort the job. */
 MtComm *mt_comm_init(int *argc, char ***argv, const MtCommOptions *opt);
+/* Every rank of the world waits for all (before a job-wide exit whose message one rank prints). */
+void mt_comm_barrier(MtComm *c);
 /* Builds the mesh groups; the layout must have passed mt_layout_check for this world. */
 void mt_comm_mesh(MtComm *c, const MtLayout *l);
 void mt_comm_finalize(MtComm *c);

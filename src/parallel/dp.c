@@ -41,6 +41,15 @@ void mt_dp_configure(MtTrainConfig *tc, int N, int S, int zero, int det)
     tc->params_len = zero >= 3 ? shard : 0;
 }
 
+void mt_dp_sum(void *ctx, float *x, int64_t n)
+{
+    MtDpSum *s = ctx;
+    double t = mt_now();
+    for (int64_t at = 0; at < n; at += MT_DP_PIECE_FLOATS) /* each element's sum is the same whatever the piece */
+        mt_allreduce(s->c, MT_GROUP_DP, x + at, n - at < MT_DP_PIECE_FLOATS ? n - at : MT_DP_PIECE_FLOATS, s->det);
+    s->comm_s += mt_now() - t;
+}
+
 double mt_dp_clock(MtDp *dp, double since)
 {
     double t = mt_now();

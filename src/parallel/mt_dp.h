@@ -113,6 +113,16 @@ void mt_dp_step(MtDp *dp, const MtTokens *data, MtStepStats *st);
 void mt_dp_gather_state(MtDp *dp, float *params, float *m, float *v);
 void mt_dp_scatter_state(MtDp *dp, const float *params, const float *m, const float *v);
 
+/* DDP for a technique that steps on its own (pipelines, mt_pipeline.h o.reduce): x (n
+ * floats) summed over the dp group, in pieces, in the fixed order unless !det; ctx is an
+ * MtDpSum.  comm_s gathers the seconds spent. */
+typedef struct {
+    MtComm *c;
+    int det;
+    double comm_s;
+} MtDpSum;
+void mt_dp_sum(void *ctx, float *x, int64_t n);
+
 /* ---- between dp.c and zero.c ---- */
 double mt_dp_clock(MtDp *dp, double since); /* adds now - since to comm_s; returns now */
 void mt_dp_poll(MtDp *dp);

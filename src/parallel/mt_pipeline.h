@@ -21,6 +21,11 @@
  *    group and added unit by unit, blocks in order: the single-device order.  The step's
  *    loss (the tree over the last stage's micro-batch losses) rides along.
  *
+ * With copies over dp (o.reduce), each copy's leaves are a contiguous run of the step's
+ * micro-batches: a whole subtree when the copies are a power of two dividing them, so the
+ * reduced sums are the single-device ones.  The reduction waits for the copy's last
+ * backward (no overlap with it yet).
+ *
  * Memory per rank: its stages' parameters, gradients (one buffer plus ceil(log2 M) tree
  * temporaries), moments; the activation sets of each chunk, as many as its list holds at
  * once (mt_schedule_peak_sets), plus one layer's backward scratch; on the last rank the
@@ -45,6 +50,13 @@ typedef struct {
     int given;               /* stage_layers came from --stage-layers */
     int ltr_stage;           /* test hook (MT_TEST_LTR_STAGE): this stage sums its micro-batches left
                               * to right, an order the equivalence test must catch; -1: none */
+    /* Data parallelism over copies of this pipeline (--dp with --pp): the copy runs the
+     * step's micro-batches [first_mb, first_mb + M), and after its last backward, reduce
+     * sums each gradient span of the rank (its stages', the wte replica's) and the loss
+     * over the copies, in a fixed order; NULL: one copy. */
+    int first_mb;
+    void (*reduce)(void *ctx, float *x, int64_t n);
+    void *reduce_ctx;
 } MtPipeOptions;
 
 typedef struct {
@@ -91,6 +103,7 @@ typedef struct {
     MtRequest **ereq;
     int *h_mb, *e_posted, nh, wtstep, e_next, e_due;
     float *leaf_loss;
+    float loss;                         /* the last rank's: the step's (over the copies) */
     double *block_sums;                 /* (max_blocks + 1) x P */
     int64_t *rank_times;                /* the ranks' compute time and span, gathered */
     /* this step, for the log */
@@ -113,13 +126,16 @@ void mt_pipe_free(MtPipe *p);
 void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st);
 /* Mean validation loss over nwin windows, forward through the stages; every rank gets it. */
 double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin);
-/* Saves the single-device checkpoint: rank 0 writes both files tensor by tensor, taking
+/* Saves the single-device checkpoint: pp rank 0 writes both files tensor by tensor, taking
  * each from its owner (one tensor in flight); collective over the pp group; every rank
- * returns rank 0's verdict. */
+ * returns pp rank 0's verdict.  With copies over dp one copy saves. */
 MtStatus mt_pipe_save(MtPipe *p, const char *dir, const MtTrainState *ts);
 /* Reads this rank's parts (its stages; the last rank also the wte replica) of a
  * checkpoint of any layout, and nothing else. */
 MtStatus mt_pipe_load(MtPipe *p, const char *dir);
+/* World rank of pipeline rank r of the first copy (the mesh puts pp slowest: the world's
+ * ranks are P runs of world / P). */
+int mt_pipe_world_rank(const MtPipe *p, int r);
 /* Floats of the stash for W of one activation set of chunk c (split schedules; else 0). */
 int64_t mt_pipe_stash_floats(const MtPipe *p, int c);
 

@@ -699,7 +699,7 @@ static double norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
             }
         }
     if (p->rank == p->P - 1)
-        mine[K - 1] = loss_tree(p->leaf_loss, 0, p->o.M);
+        mine[K - 1] = p->loss;
     double t = mt_now();
     mt_allgather(p->c, MT_GROUP_PP, (const float *)mine, (float *)p->block_sums, 2 * K * p->P);
     clock_in(p, t);
@@ -719,7 +719,8 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     const MtTrainConfig *tc = &tr->tc;
     const MtOptimConfig *oc = &tc->oc;
     int64_t VC = (int64_t)tc->cfg.V * tc->cfg.C;
-    mt_batch_fill(data, tc->seed, tr->step, 0, tc->batch, tc->seq, tr->inputs, tr->targets);
+    mt_batch_fill(data, tc->seed, tr->step, p->o.first_mb * tc->micro, p->o.M * tc->micro, tc->seq, tr->inputs,
+                  tr->targets);
     for (int k = 0; k < p->V; k++) {
         MtPipeChunk *ch = &p->ch[k];
         ch->nfree = ch->nsets;
@@ -747,6 +748,17 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     double t = mt_now();
     for (int i = 0; i < p->send_next; i++)
         req_done(p, &p->send_req[i], 1);
+    p->loss = p->rank == p->P - 1 ? loss_tree(p->leaf_loss, 0, p->o.M) : 0.0f;
+    if (p->o.reduce) { /* over the copies: every span this rank sums, and the loss */
+        for (int k = 0; k < p->V; k++) {
+            MtPipeChunk *ch = &p->ch[k];
+            p->o.reduce(p->o.reduce_ctx, tr->grads + ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
+        }
+        if (p->wte)
+            p->o.reduce(p->o.reduce_ctx, p->wbuf[0], VC);
+        if (p->rank == p->P - 1)
+            p->o.reduce(p->o.reduce_ctx, &p->loss, 1);
+    }
     /* the last rank's wte gradient (H and rows, the whole tree) to the first stage */
     MtRequest *wte = NULL;
     if (p->rank == p->P - 1)
@@ -773,16 +785,19 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     int64_t mine[3] = {(int64_t)(p->busy_s * 1e6), (int64_t)(p->t_first * 1e6), (int64_t)(p->t_last * 1e6)};
     int64_t *all = p->rank_times;
     mt_comm_gather_i64(p->c, mine, 3, all);
-    if (mt_comm_rank(p->c) == 0) {
+    if (mt_comm_rank(p->c) == 0) { /* the first copy's ranks */
         int64_t lo = all[1], hi = all[2], b = 0;
         for (int r = 0; r < p->P; r++) {
-            lo = all[3 * r + 1] < lo ? all[3 * r + 1] : lo;
-            hi = all[3 * r + 2] > hi ? all[3 * r + 2] : hi;
-            b += all[3 * r];
+            const int64_t *x = all + 3 * (int64_t)mt_pipe_world_rank(p, r);
+            lo = x[1] < lo ? x[1] : lo;
+            hi = x[2] > hi ? x[2] : hi;
+            b += x[0];
         }
         p->bubble = hi > lo ? 1.0 - (double)b / ((double)p->P * (double)(hi - lo)) : 0.0;
     }
 }
+
+int mt_pipe_world_rank(const MtPipe *p, int r) { return r * (mt_comm_size(p->c) / p->P); }
 
 /* ---- evaluation, checkpoints ---- */
 
