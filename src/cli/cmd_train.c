@@ -224,41 +224,75 @@ static float *tp_whole_state(MtTrainer *tr, MtDp *dp, float *state[3], int gathe
     return full;
 }
 
-/* Saves a checkpoint; with sharded state every rank first gathers the whole arrays
- * (collective), then rank 0 writes; a pipeline streams its stages' tensors to rank 0.
- * Returns 0 or the exit status. */
-static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, const char *dir, int root)
+/* Every rank writes its pieces of the checkpoint into the one pair of files (mt_checkpoint.h):
+ * world rank 0 stages the directory and the headers, the staging path goes to every rank,
+ * each writes its pieces (pfn for the parameters from P, mfn for the moments from M and V;
+ * NULL: none), and rank 0 commits once every rank has written.  c NULL: one rank. */
+static MtStatus par_save(MtComm *c, const char *dir, const MtConfig *cfg, const MtParam *table, int n,
+                         const MtTrainState *ts, MtCkptPieces pfn, void *pctx, MtCkptPieces mfn, void *mctx,
+                         const float *P, const float *M, const float *V)
+{
+    union {
+        char path[4096];
+        float f[1024];
+    } stage = {{0}};
+    int root = !c || mt_comm_rank(c) == 0;
+    MtStatus s = root ? mt_ckpt_par_begin(dir, cfg, table, n, ts, stage.path, sizeof stage.path) : MT_OK;
+    float bad = s != MT_OK;
+    if (c) { /* the path travels as floats, bits untouched */
+        mt_broadcast(c, MT_GROUP_WORLD, &bad, 1, 0);
+        mt_broadcast(c, MT_GROUP_WORLD, stage.f, 1024, 0);
+    }
+    if (bad)
+        return root ? s : mt_error(MT_EIO, "rank 0 could not stage %s", dir);
+    if (pfn)
+        s = mt_ckpt_par_write(stage.path, table, n, 0, pfn, pctx, P, NULL);
+    if (s == MT_OK && mfn)
+        s = mt_ckpt_par_write(stage.path, table, n, 1, mfn, mctx, M, V);
+    if (s != MT_OK)
+        fprintf(stderr, "meshtrain train: %s\n", mt_error_msg());
+    bad = s != MT_OK; /* how many ranks failed */
+    if (c)
+        mt_allreduce(c, MT_GROUP_WORLD, &bad, 1, 1);
+    s = root ? mt_ckpt_par_commit(stage.path, dir, bad == 0) : MT_OK;
+    bad = s != MT_OK;
+    if (c)
+        mt_broadcast(c, MT_GROUP_WORLD, &bad, 1, 0);
+    return !bad ? MT_OK : root ? s : mt_error(MT_EIO, "rank 0 could not save %s", dir);
+}
+
+/* Saves a checkpoint: every rank writes its own part straight into the files (a tensor-
+ * parallel rank under ZeRO first gathers its slices over dp).  Returns 0 or the exit status. */
+static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, MtComm *c, const char *dir, int root)
 {
     const MtTrainConfig *tc = &tr->tc;
     float *P = tr->params, *M = tr->m, *V = tr->v, *full = NULL;
     MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro, .seq = tc->seq,
                        .oc = tc->oc};
-    if (tp) { /* with --dp, every dp replica holds the same slices: the first one saves */
+    int64_t before = mt_mem_rss_mark();
+    MtStatus s;
+    if (!c && !tp) {
+        s = mt_ckpt_save(dir, &tc->cfg, tr->table, tr->nparams, P, M, V, &ts);
+        return s == MT_OK ? 0 : mt_cli_fail(s);
+    }
+    if (tp) { /* with --dp, every dp replica holds the same slices: the first one writes */
         float *state[3];
         full = tp_whole_state(tr, dp, state, 1);
-        MtStatus s = !dp || dp->rank == 0 ? mt_tpe_save(tp, dir, &ts, full ? state : NULL) : MT_OK;
+        int w = !dp || dp->rank == 0;
+        s = par_save(c, dir, &tc->cfg, tp->whole, tr->nparams, &ts, w ? mt_tpe_piece : NULL, tp,
+                     w ? mt_tpe_piece : NULL, tp, full ? state[0] : P, full ? state[1] : M, full ? state[2] : V);
         free(full);
-        return s == MT_OK ? 0 : root ? mt_cli_fail(s) : 1;
+    } else if (pp) { /* with --dp, every copy of the pipeline holds the same state: the first one writes */
+        int w = mt_comm_group_rank(c, MT_GROUP_DP) == 0;
+        s = par_save(c, dir, &tc->cfg, tr->table, tr->nparams, &ts, w ? mt_pipe_piece : NULL, pp,
+                     w ? mt_pipe_piece : NULL, pp, P, M, V);
+    } else {
+        MtDpPiece pc = {dp, 0, 0}, mc = {dp, 1, 0};
+        s = par_save(c, dir, &tc->cfg, tr->table, tr->nparams, &ts, mt_dp_piece, &pc, mt_dp_piece, &mc, P, M, V);
     }
-    if (pp) { /* with --dp, every copy of the pipeline holds the same state: the first one saves */
-        int64_t before = mt_mem_rss_mark();
-        MtStatus s = mt_comm_group_rank(pp->c, MT_GROUP_DP) == 0 ? mt_pipe_save(pp, dir, &ts) : MT_OK;
-        rss_report(pp->c, "checkpoint save", before);
-        return s == MT_OK ? 0 : root ? mt_cli_fail(s) : 1;
-    }
-    if (dp && dp->o.zero > 0) {
-        full = malloc(3 * sizeof(float) * (size_t)tr->nfloats);
-        MT_ASSERT(full, "no memory to gather the checkpoint");
-        P = full;
-        M = full + tr->nfloats;
-        V = full + 2 * tr->nfloats;
-        mt_dp_gather_state(dp, P, M, V);
-    }
-    MtStatus s = MT_OK;
-    if (root)
-        s = mt_ckpt_save(dir, &tc->cfg, tr->table, tr->nparams, P, M, V, &ts);
-    free(full);
-    return s == MT_OK ? 0 : mt_cli_fail(s);
+    if (c)
+        rss_report(c, "checkpoint save", before);
+    return s == MT_OK ? 0 : root ? mt_cli_fail(s) : 1;
 }
 
 /* A pipeline's measured bubble against the simulated one: the schedule's lists run with
@@ -588,10 +622,13 @@ int mt_cmd_train(int full_argc, char **full_argv)
         dpp = &dpe;
     }
     if (a.resume && tpp) { /* each rank keeps its slices (and with ZeRO, its shard of them) */
+        int64_t before = mt_mem_rss_mark();
         float *state[3], *full = tp_whole_state(&tr, dpp, state, 0);
         if ((s = mt_tpe_load(tpp, a.resume, full ? state : NULL)) == MT_OK && full)
             mt_dp_scatter_state(dpp, state[0], state[1], state[2]);
         free(full);
+        if (comm)
+            rss_report(comm, "checkpoint load", before);
         if (s != MT_OK) {
             rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
             goto out_trainer;
@@ -606,17 +643,16 @@ int mt_cmd_train(int full_argc, char **full_argv)
         rss_report(comm, "checkpoint load", before);
         tr.step = rs.step;
     } else if (a.resume) {
-        /* the checkpoint is whole; a sharded rank reads it all and keeps its chunks */
-        int sharded = dpp && a.zero > 0;
-        float *full = sharded ? malloc(3 * sizeof(float) * (size_t)tr.nfloats) : NULL;
-        float *P = full ? full : tr.params, *Mm = full ? full + tr.nfloats : tr.m, *V = full ? full + 2 * tr.nfloats : tr.v;
-        if (sharded && !full)
-            s = mt_error(MT_ENOMEM, "no memory to read %s", a.resume);
-        else if ((s = mt_ckpt_load_params(a.resume, tr.table, tr.nparams, P)) == MT_OK)
-            s = mt_ckpt_load_moments(a.resume, tr.table, tr.nparams, Mm, V);
-        if (s == MT_OK && sharded)
-            mt_dp_scatter_state(dpp, P, Mm, V);
-        free(full);
+        /* a ZeRO rank reads its chunks only (and ZeRO-1/2 the whole parameters) */
+        int64_t before = mt_mem_rss_mark();
+        MtDpPiece mc = {dpp, 1, 1};
+        if (dpp && a.zero == 3)
+            s = mt_ckpt_load_pieces(a.resume, tr.table, tr.nparams, mt_dp_piece, &mc, tr.params, tr.m, tr.v);
+        else if ((s = mt_ckpt_load_params(a.resume, tr.table, tr.nparams, tr.params)) == MT_OK)
+            s = dpp && a.zero > 0 ? mt_ckpt_load_pieces(a.resume, tr.table, tr.nparams, mt_dp_piece, &mc, NULL, tr.m, tr.v)
+                                  : mt_ckpt_load_moments(a.resume, tr.table, tr.nparams, tr.m, tr.v);
+        if (comm)
+            rss_report(comm, "checkpoint load", before);
         if (s != MT_OK) {
             rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
             goto out_trainer;
@@ -720,7 +756,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
         if (last && tr.step != a.steps)
             break; /* --exit-interval */
         if (a.save && a.save_every > 0 && tr.step % a.save_every == 0 && !last &&
-            (rc = save(&tr, dpp, pp, tpp, a.save, root)) != 0)
+            (rc = save(&tr, dpp, pp, tpp, comm, a.save, root)) != 0)
             break;
     }
     if (rc == 0 && tpp && comm) { /* the replicated parameters must not drift apart */
@@ -736,7 +772,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
             printf("tensor parallel: every replicated tensor (parameters and moments) is identical on the %d tp "
                    "ranks at step %lld\n", tpe.ctx.N, (long long)tr.step);
     }
-    if (rc == 0 && a.save && (rc = save(&tr, dpp, pp, tpp, a.save, root)) == 0)
+    if (rc == 0 && a.save && (rc = save(&tr, dpp, pp, tpp, comm, a.save, root)) == 0)
         printf("saved checkpoint %s (step %lld)\n", a.save, (long long)tr.step);
     if (timed > 0)
         printf("done: %lld steps, %.1f ms/step on average\n", (long long)timed, 1e3 * t_total / timed);

@@ -2,9 +2,11 @@
 #include "mt_checkpoint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mt_fsutil.h"
 #include "mt_json.h"
@@ -89,19 +91,20 @@ static const float *file_fetch(void *c, int i)
     return f->fetch(f->ctx, f->which + i / f->nparams, i % f->nparams);
 }
 
-static MtStatus write_file(const char *path, const MtParam *table, int nparams, int moments, MtCkptFetch fetch,
-                           void *ctx)
+typedef char MtEntryName[MT_NAME_MAX + 16];
+static const char *const file_meta[] = {"format", "pt"};
+
+/* The entries of model.safetensors (moments 0) or optimizer.safetensors (1): the table's
+ * names and shapes, exp_avg.* then exp_avg_sq.* for the moments; NULL when out of memory. */
+static MtStEntry *file_entries(const MtParam *table, int nparams, int moments, MtEntryName **names_out)
 {
     int n = moments ? 2 * nparams : nparams;
     MtStEntry *e = calloc((size_t)n, sizeof *e);
-    char(*names)[MT_NAME_MAX + 16] = calloc((size_t)n, sizeof *names);
-    FileFetch f = {fetch, ctx, moments ? 1 : 0, nparams};
+    MtEntryName *names = calloc((size_t)n, sizeof *names);
     if (!e || !names) {
         free(e);
         free(names);
-        for (int i = 0; i < n; i++) /* peers that send their tensors stay in step */
-            file_fetch(&f, i);
-        return mt_error(MT_ENOMEM, "out of memory writing %s", path);
+        return NULL;
     }
     for (int i = 0; i < n; i++) {
         const MtParam *t = &table[i % nparams];
@@ -111,8 +114,23 @@ static MtStatus write_file(const char *path, const MtParam *table, int nparams, 
         e[i].shape[0] = t->shape[0];
         e[i].shape[1] = t->shape[1];
     }
-    const char *meta[] = {"format", "pt"};
-    MtStatus s = mt_st_write_fetch(path, e, n, meta, 1, file_fetch, &f);
+    *names_out = names;
+    return e;
+}
+
+static MtStatus write_file(const char *path, const MtParam *table, int nparams, int moments, MtCkptFetch fetch,
+                           void *ctx)
+{
+    int n = moments ? 2 * nparams : nparams;
+    MtEntryName *names;
+    MtStEntry *e = file_entries(table, nparams, moments, &names);
+    FileFetch f = {fetch, ctx, moments ? 1 : 0, nparams};
+    if (!e) {
+        for (int i = 0; i < n; i++) /* peers that send their tensors stay in step */
+            file_fetch(&f, i);
+        return mt_error(MT_ENOMEM, "out of memory writing %s", path);
+    }
+    MtStatus s = mt_st_write_fetch(path, e, n, file_meta, 1, file_fetch, &f);
     free(e);
     free(names);
     return s;
@@ -148,16 +166,9 @@ MtStatus mt_ckpt_save(const char *dir, const MtConfig *cfg, const MtParam *table
 #define MT_STR_(x) #x
 #define MT_STR(x) MT_STR_(x)
 
-MtStatus mt_ckpt_save_fetch(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams, int moments,
-                            MtCkptFetch fetch, void *ctx, const MtTrainState *ts)
+static MtStatus write_config(const char *tmp, const MtConfig *cfg)
 {
-    char tmp[4096], path[4200];
-    int last = moments ? 2 : 0, next = 0; /* the first kind of tensor not yet asked for */
-    MtStatus s = mt_dir_stage(dir, tmp, sizeof tmp);
-    if (s != MT_OK) {
-        drain(fetch, ctx, nparams, 0, last);
-        return s;
-    }
+    char path[4200];
     /* Left out, transformers assumes GPT-2's <|endoftext|> (50256) as both ids.  The byte
      * tokenizer has no such token: null, unless the vocabulary holds GPT-2's. */
     const char *eot = cfg->V > MT_GPT2_EOT ? MT_STR(MT_GPT2_EOT) : "null";
@@ -173,9 +184,43 @@ MtStatus mt_ckpt_save_fetch(const char *dir, const MtConfig *cfg, const MtParam 
                   "  \"meshtrain_tokenizer\": \"bytes\"\n}\n",
                   cfg->L, cfg->NH, cfg->C, cfg->T, cfg->T, cfg->V, eot, eot);
     snprintf(path, sizeof path, "%s/config.json", tmp);
-    s = write_text(path, &b);
+    MtStatus s = write_text(path, &b);
     mt_buf_free(&b);
-    if (s != MT_OK)
+    return s;
+}
+
+static MtStatus write_state(const char *tmp, const MtTrainState *ts)
+{
+    char path[4200];
+    const MtOptimConfig *o = &ts->oc;
+    MtBuf b;
+    mt_buf_init(&b);
+    mt_buf_printf(&b,
+                  "{\n  \"step\": %lld,\n  \"data_cursor\": %lld,\n  \"seed\": %llu,\n"
+                  "  \"batch_size\": %d,\n  \"micro_batch_size\": %d,\n  \"seq_len\": %d,\n"
+                  "  \"lr\": %.9g,\n  \"min_lr_frac\": %.9g,\n  \"warmup\": %d,\n  \"steps\": %d,\n"
+                  "  \"beta1\": %.9g,\n  \"beta2\": %.9g,\n  \"eps\": %.9g,\n"
+                  "  \"weight_decay\": %.9g,\n  \"grad_clip\": %.9g\n}\n",
+                  (long long)ts->step, (long long)ts->step, (unsigned long long)ts->seed,
+                  ts->batch, ts->micro, ts->seq, o->lr, o->min_lr_frac, o->warmup, o->steps,
+                  o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip);
+    snprintf(path, sizeof path, "%s/trainer_state.json", tmp);
+    MtStatus s = write_text(path, &b);
+    mt_buf_free(&b);
+    return s;
+}
+
+MtStatus mt_ckpt_save_fetch(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams, int moments,
+                            MtCkptFetch fetch, void *ctx, const MtTrainState *ts)
+{
+    char tmp[4096], path[4200];
+    int last = moments ? 2 : 0, next = 0; /* the first kind of tensor not yet asked for */
+    MtStatus s = mt_dir_stage(dir, tmp, sizeof tmp);
+    if (s != MT_OK) {
+        drain(fetch, ctx, nparams, 0, last);
+        return s;
+    }
+    if ((s = write_config(tmp, cfg)) != MT_OK)
         goto fail;
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     s = write_file(path, table, nparams, 0, fetch, ctx);
@@ -186,23 +231,7 @@ MtStatus mt_ckpt_save_fetch(const char *dir, const MtConfig *cfg, const MtParam 
         snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
         s = write_file(path, table, nparams, 1, fetch, ctx);
         next = 3;
-        if (s != MT_OK)
-            goto fail;
-        const MtOptimConfig *o = &ts->oc;
-        mt_buf_init(&b);
-        mt_buf_printf(&b,
-                      "{\n  \"step\": %lld,\n  \"data_cursor\": %lld,\n  \"seed\": %llu,\n"
-                      "  \"batch_size\": %d,\n  \"micro_batch_size\": %d,\n  \"seq_len\": %d,\n"
-                      "  \"lr\": %.9g,\n  \"min_lr_frac\": %.9g,\n  \"warmup\": %d,\n  \"steps\": %d,\n"
-                      "  \"beta1\": %.9g,\n  \"beta2\": %.9g,\n  \"eps\": %.9g,\n"
-                      "  \"weight_decay\": %.9g,\n  \"grad_clip\": %.9g\n}\n",
-                      (long long)ts->step, (long long)ts->step, (unsigned long long)ts->seed,
-                      ts->batch, ts->micro, ts->seq, o->lr, o->min_lr_frac, o->warmup, o->steps,
-                      o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip);
-        snprintf(path, sizeof path, "%s/trainer_state.json", tmp);
-        s = write_text(path, &b);
-        mt_buf_free(&b);
-        if (s != MT_OK)
+        if (s != MT_OK || (s = write_state(tmp, ts)) != MT_OK)
             goto fail;
     }
     if ((s = mt_dir_commit(tmp, dir)) != MT_OK)
@@ -295,10 +324,7 @@ MtStatus mt_ckpt_load_pieces(const char *dir, const MtParam *table, int nparams,
 }
 
 /* the flat range [lo, hi) as one piece per tensor */
-typedef struct {
-    const MtParam *table;
-    int64_t lo, hi;
-} Range;
+typedef MtCkptRange Range;
 
 static int64_t range_piece(void *ctx, int i, int k, int64_t *begin, int64_t *end)
 {
@@ -361,4 +387,104 @@ MtStatus mt_ckpt_read_state(const char *dir, MtTrainState *ts)
 MtStatus mt_ckpt_load_moments(const char *dir, const MtParam *table, int nparams, float *m, float *v)
 {
     return mt_ckpt_load_range(dir, table, nparams, 0, table_end(table, nparams), NULL, m, v);
+}
+
+/* ---- parallel save (mt_checkpoint.h) ---- */
+
+MtStatus mt_ckpt_par_begin(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams,
+                           const MtTrainState *ts, char *stage, size_t cap)
+{
+    char path[4200];
+    MT_TRY(mt_dir_stage(dir, stage, cap));
+    MtStatus s = write_config(stage, cfg);
+    if (s == MT_OK)
+        s = write_state(stage, ts);
+    for (int moments = 0; moments < 2 && s == MT_OK; moments++) {
+        MtEntryName *names;
+        MtStEntry *e = file_entries(table, nparams, moments, &names);
+        snprintf(path, sizeof path, "%s/%s", stage, moments ? "optimizer.safetensors" : "model.safetensors");
+        s = e ? mt_st_create(path, e, moments ? 2 * nparams : nparams, file_meta, 1)
+              : mt_error(MT_ENOMEM, "out of memory writing %s", path);
+        if (e) {
+            free(e);
+            free(names);
+        }
+    }
+    if (s != MT_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mt_error_msg());
+        mt_dir_remove(stage);
+        return mt_error(s, "saving checkpoint %s: %s", dir, msg);
+    }
+    return MT_OK;
+}
+
+/* the pieces fn names of every entry of a file from the arrays x[0] (and x[1]: exp_avg_sq) */
+static MtStatus write_pieces(const char *path, const MtParam *table, int nparams, int moments, MtCkptPieces fn,
+                             void *ctx, const float *const x[2])
+{
+    int n = moments ? 2 * nparams : nparams;
+    MtEntryName *names;
+    MtStEntry *e = file_entries(table, nparams, moments, &names);
+    if (!e)
+        return mt_error(MT_ENOMEM, "out of memory writing %s", path);
+    int64_t at = mt_st_data_start(e, n, file_meta, 1);
+    free(e);
+    free(names);
+    if (at < 0)
+        return mt_error(MT_EINPUT, "writing %s: the table's header cannot be written", path);
+    int fd = open(path, O_WRONLY);
+    if (fd < 0)
+        return mt_error(MT_EIO, "cannot open %s to write: %s", path, strerror(errno));
+    int ok = 1;
+    for (int i = 0; ok && i < n; i++) {
+        const MtParam *t = &table[i % nparams];
+        const float *src = x[i / nparams];
+        int64_t b, end, from;
+        for (int k = 0; ok && (from = fn(ctx, i % nparams, k, &b, &end)) >= 0; k++) {
+            const char *p = (const char *)(src + from);
+            size_t len = sizeof(float) * (size_t)(end - b);
+            off_t where = (off_t)(at + 4 * (b));
+            while (ok && len > 0) { /* pwrite may write less than asked */
+                ssize_t w = pwrite(fd, p, len, where);
+                ok = w > 0;
+                p += ok ? w : 0;
+                where += ok ? w : 0;
+                len -= ok ? (size_t)w : 0;
+            }
+        }
+        at += 4 * t->numel;
+    }
+    int err = errno;
+    if (close(fd) != 0 && ok) {
+        ok = 0;
+        err = errno;
+    }
+    return ok ? MT_OK : mt_error(MT_EIO, "cannot write %s: %s", path, strerror(err));
+}
+
+MtStatus mt_ckpt_par_write(const char *stage, const MtParam *table, int nparams, int moments, MtCkptPieces fn,
+                           void *ctx, const float *a, const float *b)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", stage, moments ? "optimizer.safetensors" : "model.safetensors");
+    const float *x[2] = {a, b};
+    return write_pieces(path, table, nparams, moments, fn, ctx, x);
+}
+
+MtStatus mt_ckpt_par_commit(const char *stage, const char *dir, int ok)
+{
+    MtStatus s = ok ? mt_dir_commit(stage, dir) : MT_OK;
+    if (!ok || s != MT_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ok ? mt_error_msg() : "a rank could not write its part");
+        mt_dir_remove(stage);
+        return mt_error(ok ? s : MT_EIO, "saving checkpoint %s: %s", dir, msg);
+    }
+    return MT_OK;
+}
+
+int64_t mt_ckpt_range_piece(void *ctx, int p, int k, int64_t *begin, int64_t *end)
+{
+    return range_piece(ctx, p, k, begin, end);
 }

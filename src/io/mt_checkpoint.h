@@ -46,6 +46,29 @@ MtStatus mt_ckpt_load_range(const char *dir, const MtParam *table, int nparams, 
 typedef int64_t (*MtCkptPieces)(void *ctx, int p, int k, int64_t *begin, int64_t *end);
 MtStatus mt_ckpt_load_pieces(const char *dir, const MtParam *table, int nparams, MtCkptPieces fn, void *ctx,
                              float *params, float *m, float *v);
+/* Parallel save: every rank writes its own pieces straight into the one pair of files.
+ *   1. one rank: mt_ckpt_par_begin stages the directory (its path into stage), writes
+ *      config.json and trainer_state.json, and both safetensors files' headers with the
+ *      files sized to their final length (the headers, so every tensor's offset, follow
+ *      from the table);
+ *   2. every rank, once it knows stage: mt_ckpt_par_write for the parameters (moments 0,
+ *      a = params) and the moments (1, a = m, b = v), fn naming its pieces as for a load
+ *      (the source offset in a and b); nothing is gathered and no buffer is used;
+ *   3. after every rank is done: the first rank, mt_ckpt_par_commit (ok: every rank wrote
+ *      its part) fsyncs and swaps the directory in atomically, or removes it.
+ * The pieces of all ranks must cover every tensor exactly once. */
+MtStatus mt_ckpt_par_begin(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams,
+                           const MtTrainState *ts, char *stage, size_t cap);
+MtStatus mt_ckpt_par_write(const char *stage, const MtParam *table, int nparams, int moments, MtCkptPieces fn,
+                           void *ctx, const float *a, const float *b);
+MtStatus mt_ckpt_par_commit(const char *stage, const char *dir, int ok);
+/* The pieces of the flat range [lo, hi) of a table (ctx: an MtCkptRange), as
+ * mt_ckpt_load_range reads them (destination element 0 = flat lo). */
+typedef struct {
+    const MtParam *table;
+    int64_t lo, hi;
+} MtCkptRange;
+int64_t mt_ckpt_range_piece(void *ctx, int p, int k, int64_t *begin, int64_t *end);
 MtStatus mt_ckpt_load_params(const char *dir, const MtParam *table, int nparams, float *params);
 /* The training state (trainer_state.json). */
 MtStatus mt_ckpt_read_state(const char *dir, MtTrainState *ts);

@@ -90,4 +90,12 @@ MtStatus mt_st_write(const char *path, const MtStEntry *e, int n, const char *co
 MtStatus mt_st_write_fetch(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta,
                            const float *(*fetch)(void *ctx, int i), void *ctx);
 
+/* Parallel writing: mt_st_create writes the header of the entries (their data unused) and
+ * sizes the file to its final length, the data section a hole; any process then writes
+ * tensor i's bytes at mt_st_data_start(...) + the bytes of the entries before i (pwrite).
+ * Nothing is fsynced (mt_dir_commit does).  mt_st_data_start: -1 for entries the writer
+ * would refuse. */
+MtStatus mt_st_create(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta);
+int64_t mt_st_data_start(const MtStEntry *e, int n, const char *const *meta_kv, int nmeta);
+
 #endif

@@ -416,6 +416,88 @@ static void drain(int from, int n, const float *(*fetch)(void *, int), void *ctx
         fetch(ctx, i);
 }
 
+/* The header (without its 8-byte length) into h, padded so the data starts 8-byte
+ * aligned; the entries already checked.  On failure h is freed. */
+static MtStatus build_header(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta,
+                             MtBuf *h)
+{
+    mt_buf_init(h);
+    mt_buf_printf(h, "{");
+    if (nmeta > 0) {
+        mt_buf_printf(h, "\"__metadata__\":{");
+        for (int i = 0; i < nmeta; i++) {
+            mt_buf_printf(h, i ? "," : "");
+            mt_buf_json_str(h, meta_kv[2 * i]);
+            mt_buf_printf(h, ":");
+            mt_buf_json_str(h, meta_kv[2 * i + 1]);
+        }
+        mt_buf_printf(h, "}%s", n ? "," : "");
+    }
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        mt_buf_json_str(h, e[i].name);
+        mt_buf_printf(h, ":{\"dtype\":\"F32\",\"shape\":[");
+        for (int d = 0; d < e[i].ndim; d++)
+            mt_buf_printf(h, "%s%lld", d ? "," : "", (long long)e[i].shape[d]);
+        int64_t bytes = entry_bytes(&e[i]);
+        mt_buf_printf(h, "],\"data_offsets\":[%lld,%lld]}%s", (long long)off, (long long)(off + bytes),
+                      i + 1 < n ? "," : "");
+        off += bytes;
+    }
+    mt_buf_printf(h, "}");
+    while (!h->failed && h->len % 8 != 0) /* data starts 8-byte aligned, as the reference pads */
+        mt_buf_printf(h, " ");
+    if (h->failed) {
+        mt_buf_free(h);
+        return mt_error(MT_ENOMEM, "writing %s: out of memory for the header", path);
+    }
+    if (h->len > MT_ST_MAX_HEADER) {
+        size_t len = h->len;
+        mt_buf_free(h);
+        return mt_error(MT_EINPUT, "writing %s: header of %zu bytes is over the %d-byte limit", path, len,
+                        MT_ST_MAX_HEADER);
+    }
+    return MT_OK;
+}
+
+int64_t mt_st_data_start(const MtStEntry *e, int n, const char *const *meta_kv, int nmeta)
+{
+    MtBuf h;
+    if (check_entries("a new file", e, n, meta_kv, nmeta, 0) != MT_OK ||
+        build_header("a new file", e, n, meta_kv, nmeta, &h) != MT_OK)
+        return -1;
+    int64_t start = 8 + (int64_t)h.len;
+    mt_buf_free(&h);
+    return start;
+}
+
+MtStatus mt_st_create(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta)
+{
+    MT_TRY(check_entries(path, e, n, meta_kv, nmeta, 0));
+    MtBuf h;
+    MT_TRY(build_header(path, e, n, meta_kv, nmeta, &h));
+    int64_t size = 8 + (int64_t)h.len;
+    for (int i = 0; i < n; i++)
+        size += entry_bytes(&e[i]);
+    unsigned char lenbuf[8];
+    for (int i = 0; i < 8; i++)
+        lenbuf[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int ok = fd >= 0 && write(fd, lenbuf, 8) == 8 && write(fd, h.data, h.len) == (ssize_t)h.len &&
+             ftruncate(fd, (off_t)size) == 0;
+    int err = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        ok = 0;
+        err = errno;
+    }
+    mt_buf_free(&h);
+    if (!ok) {
+        unlink(path);
+        return mt_error(MT_EIO, "cannot create %s: %s", path, strerror(err));
+    }
+    return MT_OK;
+}
+
 MtStatus mt_st_write_fetch(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta,
                            const float *(*fetch)(void *ctx, int i), void *ctx)
 {
@@ -425,42 +507,9 @@ MtStatus mt_st_write_fetch(const char *path, const MtStEntry *e, int n, const ch
         return cs;
     }
     MtBuf h;
-    mt_buf_init(&h);
-    mt_buf_printf(&h, "{");
-    if (nmeta > 0) {
-        mt_buf_printf(&h, "\"__metadata__\":{");
-        for (int i = 0; i < nmeta; i++) {
-            mt_buf_printf(&h, i ? "," : "");
-            mt_buf_json_str(&h, meta_kv[2 * i]);
-            mt_buf_printf(&h, ":");
-            mt_buf_json_str(&h, meta_kv[2 * i + 1]);
-        }
-        mt_buf_printf(&h, "}%s", n ? "," : "");
-    }
-    int64_t off = 0;
-    for (int i = 0; i < n; i++) {
-        mt_buf_json_str(&h, e[i].name);
-        mt_buf_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[");
-        for (int d = 0; d < e[i].ndim; d++)
-            mt_buf_printf(&h, "%s%lld", d ? "," : "", (long long)e[i].shape[d]);
-        int64_t bytes = entry_bytes(&e[i]);
-        mt_buf_printf(&h, "],\"data_offsets\":[%lld,%lld]}%s", (long long)off, (long long)(off + bytes),
-                      i + 1 < n ? "," : "");
-        off += bytes;
-    }
-    mt_buf_printf(&h, "}");
-    while (!h.failed && h.len % 8 != 0) /* data starts 8-byte aligned, as the reference pads */
-        mt_buf_printf(&h, " ");
-    if (h.failed) {
-        mt_buf_free(&h);
+    if ((cs = build_header(path, e, n, meta_kv, nmeta, &h)) != MT_OK) {
         drain(0, n, fetch, ctx);
-        return mt_error(MT_ENOMEM, "writing %s: out of memory for the header", path);
-    }
-    if (h.len > MT_ST_MAX_HEADER) {
-        mt_buf_free(&h);
-        drain(0, n, fetch, ctx);
-        return mt_error(MT_EINPUT, "writing %s: header of %zu bytes is over the %d-byte limit", path, h.len,
-                        MT_ST_MAX_HEADER);
+        return cs;
     }
 
     unsigned char lenbuf[8];

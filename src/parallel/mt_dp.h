@@ -113,6 +113,18 @@ void mt_dp_step(MtDp *dp, const MtTokens *data, MtStepStats *st);
 void mt_dp_gather_state(MtDp *dp, float *params, float *m, float *v);
 void mt_dp_scatter_state(MtDp *dp, const float *params, const float *m, const float *v);
 
+/* The pieces this rank writes of a checkpoint (mt_ckpt_par_write against tr->table):
+ * DDP, dp rank 0 everything; ZeRO, the first copy's ranks their chunks of every unit,
+ * from the shard (moments; FSDP's parameters) or from the whole array (ZeRO-1/2's
+ * parameters).  With load set, what every rank reads of a checkpoint: the same chunks on
+ * every copy (DDP: everything).  ctx: an MtDpPiece. */
+typedef struct {
+    const MtDp *dp;
+    int moments; /* pieces of the moments (1) or of the parameters (0) */
+    int load;    /* 1: a load's pieces, every copy's chunks (mt_ckpt_load_pieces) */
+} MtDpPiece;
+int64_t mt_dp_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
+
 /* DDP for a technique that steps on its own (pipelines, mt_pipeline.h o.reduce): x (n
  * floats) summed over the dp group, in pieces, in the fixed order unless !det; ctx is an
  * MtDpSum.  comm_s gathers the seconds spent. */

@@ -126,10 +126,9 @@ void mt_pipe_free(MtPipe *p);
 void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st);
 /* Mean validation loss over nwin windows, forward through the stages; every rank gets it. */
 double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin);
-/* Saves the single-device checkpoint: pp rank 0 writes both files tensor by tensor, taking
- * each from its owner (one tensor in flight); collective over the pp group; every rank
- * returns pp rank 0's verdict.  With copies over dp one copy saves. */
-MtStatus mt_pipe_save(MtPipe *p, const char *dir, const MtTrainState *ts);
+/* The pieces this rank writes of a checkpoint (mt_ckpt_par_write; ctx: the MtPipe): every
+ * tensor of the units it owns, whole, from its arrays (the same offset in params, m, v). */
+int64_t mt_pipe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
 /* Reads this rank's parts (its stages; the last rank also the wte replica) of a
  * checkpoint of any layout, and nothing else. */
 MtStatus mt_pipe_load(MtPipe *p, const char *dir);

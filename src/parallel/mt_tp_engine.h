@@ -20,9 +20,9 @@
  * steps it (its share of the micro-batches, the dp group's reductions of each slice), and
  * the trainer's update clips by this engine's norm (tr->sumsq, set by mt_tpe_init).
  *
- * Checkpoints are the single-device files: a save streams tensor by tensor to rank 0
- * (the slices all-gathered over the group, one tensor in flight), which writes; a load has
- * every rank read only its slices (one read per run).  Nothing here knows data
+ * Checkpoints are the single-device files: in a save every rank writes its slices' runs
+ * into them (mt_tpe_piece, mt_ckpt_par_write); a load has every rank read only its slices
+ * (one read per run).  Nothing here knows data
  * or pipeline parallelism.
  */
 #ifndef MT_TP_ENGINE_H
@@ -40,9 +40,6 @@ typedef struct {
     MtParam *whole;   /* the whole model's table (the checkpoint's) */
     double comm_s;    /* seconds inside the tp collectives during the last step */
     double *parts, *all; /* the norm's per-tensor parts: this rank's, every rank's */
-    float *buf, *gath; /* save: one whole tensor, its gathered slices */
-    int64_t most;     /* floats of the largest whole tensor */
-    float *const *saving; /* during a save: the arrays it reads (NULL: the trainer's) */
 } MtTpe;
 
 /* Checks --tp N and --tp-blocks K (0: not given) against the model: N divides the heads
@@ -57,11 +54,13 @@ MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr);
 void mt_tpe_free(MtTpe *t);
 /* One step: the global batch, forward and backward, the norm over the group, AdamW. */
 void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st);
-/* The next three take the rank's whole slices as state = {params, m, v}, each laid out
- * like the trainer's table, or NULL for the trainer's own arrays (a technique that shards
- * them, ZeRO over dp, passes gathered copies). */
-/* Collective over the tp group; rank 0 writes. */
-MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts, float *const state[3]);
+/* The pieces this rank writes of a checkpoint (mt_ckpt_par_write against t->whole; ctx:
+ * the MtTpe): the runs of its slices of the split tensors, the replicated ones on tp rank
+ * 0 only, from arrays laid out like the trainer's (the same offset in params, m, v). */
+int64_t mt_tpe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
+/* The next two take the rank's whole slices as state = {params, m, v}, each laid out like
+ * the trainer's table, or NULL for the trainer's own arrays (a technique that shards them,
+ * ZeRO over dp, passes gathered copies). */
 /* Every rank reads only its slices of the parameters and moments (one read per run). */
 MtStatus mt_tpe_load(MtTpe *t, const char *dir, float *const state[3]);
 /* How many replicated tensors (parameters or AdamW moments) are not bit-identical to tp

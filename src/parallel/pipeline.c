@@ -835,54 +835,20 @@ double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin)
     return nwin > 0 ? total / ((double)nwin * T) : 0.0;
 }
 
-/* this rank's copy of flat element `flat` of the parameters (0) or moments (1, 2) */
-static float *local_of(const MtPipe *p, int which, int64_t flat)
+int64_t mt_pipe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
 {
-    float *base[3] = {p->tr->params, p->tr->m, p->tr->v};
-    for (int k = 0; k < p->V; k++)
-        if (flat >= p->ch[k].lo && flat < p->ch[k].hi)
-            return base[which] + p->ch[k].loff + (flat - p->ch[k].lo);
-    MT_ASSERT(0, "flat element %lld is not on pipeline rank %d", (long long)flat, p->rank);
-    return NULL;
-}
-
-typedef struct {
-    MtPipe *p;
-    float *buf; /* the one tensor in flight */
-} SaveCtx;
-
-static const float *save_fetch(void *ctx, int which, int q)
-{
-    SaveCtx *x = ctx;
-    const MtParam *t = &x->p->tr->table[q];
-    int owner = x->p->unit_rank[t->unit];
-    if (owner == 0)
-        return local_of(x->p, which, t->offset);
-    mt_recv(x->p->c, MT_GROUP_PP, x->buf, t->numel, owner);
-    return x->buf;
-}
-
-MtStatus mt_pipe_save(MtPipe *p, const char *dir, const MtTrainState *ts)
-{
-    MtTrainer *tr = p->tr;
-    MtStatus s = MT_OK;
-    if (p->rank == 0) {
-        int64_t most = 0;
-        for (int q = 0; q < tr->nparams; q++)
-            most = tr->table[q].numel > most ? tr->table[q].numel : most;
-        SaveCtx x = {p, alloc_f(p, MT_MEM_OTHER, most)};
-        MT_ASSERT(x.buf, "cannot allocate %lld floats to save a tensor", (long long)most);
-        s = mt_ckpt_save_fetch(dir, &tr->tc.cfg, tr->table, tr->nparams, 1, save_fetch, &x, ts);
-        free_f(p, MT_MEM_OTHER, x.buf, most);
-    } else { /* in the file's order: parameters, then exp_avg, then exp_avg_sq */
-        for (int which = 0; which < 3; which++)
-            for (int q = 0; q < tr->nparams; q++)
-                if (p->unit_rank[tr->table[q].unit] == p->rank)
-                    mt_send(p->c, MT_GROUP_PP, local_of(p, which, tr->table[q].offset), tr->table[q].numel, 0);
-    }
-    float ok = s == MT_OK; /* every rank learns whether rank 0 wrote it */
-    mt_broadcast(p->c, MT_GROUP_PP, &ok, 1, 0);
-    return s != MT_OK ? s : ok ? MT_OK : mt_error(MT_EIO, "pipeline rank 0 could not save %s", dir);
+    const MtPipe *p = ctx;
+    const MtParam *t = &p->tr->table[q];
+    if (k > 0 || p->unit_rank[t->unit] != p->rank) /* the last rank's wte replica is not its own */
+        return -1;
+    for (int c = 0; c < p->V; c++)
+        if (t->offset >= p->ch[c].lo && t->offset < p->ch[c].hi) {
+            *begin = 0;
+            *end = t->numel;
+            return p->ch[c].loff + (t->offset - p->ch[c].lo);
+        }
+    MT_ASSERT(0, "%s is not on pipeline rank %d", t->name, p->rank);
+    return -1;
 }
 
 MtStatus mt_pipe_load(MtPipe *p, const char *dir)

@@ -113,8 +113,6 @@ MtStatus mt_tpe_init(MtTpe *t, MtTrainer *tr)
     tr->sumsq = grad_sumsq; /* a data-parallel step that updates this trainer clips by it too */
     tr->sumsq_blocks = grad_sumsq_blocks;
     tr->sumsq_ctx = t;
-    for (int p = 0; p < n; p++)
-        t->most = t->whole[p].numel > t->most ? t->whole[p].numel : t->most;
     return MT_OK;
 }
 
@@ -194,83 +192,6 @@ int mt_tpe_replicas_differ(MtTpe *t, float *const state[3])
 
 /* ---- checkpoints ---- */
 
-/* tensor q of array `which`, whole: the ranks' slices gathered and put in place (rank 0
- * alone for a replicated tensor, and on one rank; wte's padding rows are left out) */
-static const float *whole_tensor(MtTpe *t, float *const state[3], int which, int q)
-{
-    const MtParam *w = &t->whole[q], *l = &t->tr->table[q];
-    const float *mine = local_array(t, state, which) + l->offset;
-    int N = t->ctx.N;
-    if (!t->c || mt_tp_split(w) == MT_TP_REPLICATED)
-        return mine; /* on one rank wte's first V rows are the whole tensor */
-    mt_allgather(t->c, MT_GROUP_TP, mine, t->gath, (int64_t)N * l->numel);
-    for (int r = 0; r < N; r++)
-        for (int k = 0; k < mt_tp_nruns(w, N); k++) {
-            int64_t b, e, at;
-            mt_tp_run(w, N, r, t->ctx.Vp, k, &b, &e, &at);
-            memcpy(t->buf + b, t->gath + (int64_t)r * l->numel + at, sizeof(float) * (size_t)(e - b));
-        }
-    return t->buf;
-}
-
-static const float *save_fetch(void *ctx, int which, int q)
-{
-    MtTpe *t = ctx;
-    return whole_tensor(t, t->saving, which, q);
-}
-
-/* floats of the largest tensor's gathered slices (wte's carry its padding) */
-static int64_t gath_floats(const MtTpe *t)
-{
-    int64_t most = 0;
-    for (int q = 0; t->c && q < t->tr->nparams; q++)
-        most = t->tr->table[q].numel > most ? t->tr->table[q].numel : most;
-    return most * t->ctx.N;
-}
-
-static MtStatus buffers(MtTpe *t)
-{
-    MtMem *mem = &t->tr->mem;
-    int64_t gath = gath_floats(t);
-    if (!t->c)
-        return MT_OK;
-    if (!(t->buf = mt_mem_alloc(mem, MT_MEM_OTHER, sizeof(float) * (size_t)t->most)) ||
-        !(t->gath = mt_mem_alloc(mem, MT_MEM_OTHER, sizeof(float) * (size_t)gath)))
-        return mt_error(MT_ENOMEM, "cannot allocate %lld floats to gather a tensor", (long long)(gath + t->most));
-    return MT_OK;
-}
-
-static void free_buffers(MtTpe *t)
-{
-    MtMem *mem = &t->tr->mem;
-    if (t->buf)
-        mt_mem_free(mem, MT_MEM_OTHER, t->buf, sizeof(float) * (size_t)t->most);
-    if (t->gath)
-        mt_mem_free(mem, MT_MEM_OTHER, t->gath, sizeof(float) * (size_t)gath_floats(t));
-    t->buf = t->gath = NULL;
-}
-
-MtStatus mt_tpe_save(MtTpe *t, const char *dir, const MtTrainState *ts, float *const state[3])
-{
-    MtTrainer *tr = t->tr;
-    MtStatus s = buffers(t);
-    MT_ASSERT(s == MT_OK, "%s", mt_error_msg()); /* every rank would need to agree to skip the save */
-    int root = !t->c || mt_comm_rank(t->c) == 0;
-    t->saving = state;
-    if (root)
-        s = mt_ckpt_save_fetch(dir, &tr->tc.cfg, t->whole, tr->nparams, 1, save_fetch, t, ts);
-    else /* in the file's order: parameters, then exp_avg, then exp_avg_sq */
-        for (int which = 0; which < 3; which++)
-            for (int q = 0; q < tr->nparams; q++)
-                whole_tensor(t, state, which, q);
-    free_buffers(t);
-    if (!t->c)
-        return s;
-    float ok = s == MT_OK; /* every rank learns whether rank 0 wrote it */
-    mt_broadcast(t->c, MT_GROUP_TP, &ok, 1, 0);
-    return s != MT_OK ? s : ok ? MT_OK : mt_error(MT_EIO, "tp rank 0 could not save %s", dir);
-}
-
 /* piece k of tensor q for this rank: run k of its slice, placed in its local arrays */
 static int64_t load_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
 {
@@ -281,6 +202,14 @@ static int64_t load_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
     int64_t at;
     mt_tp_run(w, t->ctx.N, t->ctx.r, t->ctx.Vp, k, begin, end, &at);
     return t->tr->table[q].offset + at;
+}
+
+int64_t mt_tpe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
+{
+    MtTpe *t = ctx;
+    if (mt_tp_split(&t->whole[q]) == MT_TP_REPLICATED && t->ctx.r != 0)
+        return -1; /* written once, by tp rank 0 */
+    return load_piece(ctx, q, k, begin, end);
 }
 
 MtStatus mt_tpe_load(MtTpe *t, const char *dir, float *const state[3])

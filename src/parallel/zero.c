@@ -418,3 +418,30 @@ void mt_dp_scatter_state(MtDp *dp, const float *params, const float *m, const fl
         memcpy(tr->v + sm->shard_off[u], v + lo, cb);
     }
 }
+
+int64_t mt_dp_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
+{
+    const MtDpPiece *x = ctx;
+    const MtDp *dp = x->dp;
+    const MtParam *t = &dp->tr->table[q];
+    if (k > 0)
+        return -1;
+    if (dp->o.zero == 0) { /* replicas: the first writes */
+        if (dp->rank != 0 && !x->load)
+            return -1;
+        *begin = 0;
+        *end = t->numel;
+        return t->offset;
+    }
+    if (!x->load && mt_comm_group_rank(dp->c, MT_GROUP_DP_REPLICA) != 0) /* hybrid sharding: the first copy */
+        return -1;
+    const MtShardMap *m = &dp->map;
+    int u = t->unit;
+    int64_t clo = mt_shard_chunk_lo(m, u), chi = clo + m->chunk[u];
+    int64_t a = t->offset > clo ? t->offset : clo, b = t->offset + t->numel < chi ? t->offset + t->numel : chi;
+    if (a >= b)
+        return -1;
+    *begin = a - t->offset;
+    *end = b - t->offset;
+    return x->moments || dp->o.zero == 3 ? m->shard_off[u] + (a - clo) : a;
+}
