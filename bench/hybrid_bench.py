@@ -15,16 +15,12 @@ medians, the first step (page faults) left out.  The layouts run in turn in ever
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 
 from dp_scaling import ROOT, corpus_dir
-
-L, H, C, T, B = 6, 6, 384, 256, 8
+from tp_bench import B, C, H, L, T, run  # the same configuration and runner
 
 LAYOUTS = [  # name, threads, group, extra flags
     ("one rank, 2 threads", 2, None, ["--micro-batch-size", "8"]),
@@ -35,22 +31,6 @@ LAYOUTS = [  # name, threads, group, extra flags
     ("pp 2 zb, 8 micro-batches of 1", 1, "pp", ["--pp", "2", "--micro-batch-size", "1", "--schedule", "zb"]),
     ("one rank, 1 thread, micro-batch 1", 1, None, ["--micro-batch-size", "1"]),
 ]
-
-
-def run(mt, data, threads, extra, steps):
-    with tempfile.TemporaryDirectory() as tmp:
-        log = os.path.join(tmp, "log.jsonl")
-        cmd = [mt, "train", "--data", data, "--layers", str(L), "--heads", str(H), "--dim", str(C),
-               "--seq-len", str(T), "--batch-size", str(B), "--threads", str(threads), "--steps", str(steps),
-               "--warmup", "2", "--eval-every", "0", "--log-every", "0", "--log-json", log] + extra
-        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
-        if p.returncode != 0:
-            raise RuntimeError(f"exit {p.returncode}: {' '.join(cmd)}\n{p.stderr[-800:]}")
-        rows = [json.loads(line) for line in open(log)][1:]
-    ms = statistics.median(r["step_ms"] for r in rows)
-    exposed = statistics.median(r["comm"][0]["exposed_ms"] for r in rows)
-    bubble = statistics.median(r["bubble"] for r in rows) if "bubble" in rows[0] else None
-    return ms, B * T / (ms / 1e3), exposed, bubble
 
 
 def main():

@@ -51,7 +51,8 @@ def run(mt, data, threads, extra, steps):
         rows = [json.loads(line) for line in open(log)][1:]
     ms = statistics.median(r["step_ms"] for r in rows)
     exposed = statistics.median(r["comm"][0]["exposed_ms"] for r in rows)
-    return ms, B * T / (ms / 1e3), exposed
+    bubble = statistics.median(r["bubble"] for r in rows) if "bubble" in rows[0] else None
+    return ms, B * T / (ms / 1e3), exposed, bubble
 
 
 def main():
@@ -65,7 +66,7 @@ def main():
     for rep in range(a.reps):
         for name, threads, extra in LAYOUTS:
             res[name].append(run(a.meshtrain, data, threads, extra, a.steps))
-            ms, tps, ex = res[name][-1]
+            ms, tps, ex, _ = res[name][-1]
             print(f"rep {rep + 1}: {name}: {ms:.0f} ms/step, {tps:.0f} tokens/s, {ex:.1f} ms exposed", file=sys.stderr)
     med = lambda name, i: statistics.median(x[i] for x in res[name])
     # ratios per rep (same rep, same drift), then their median

@@ -47,9 +47,12 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
     MtStatus s = mt_layout_check(&l, world, cfg->NH, cfg->L, a->zero, a->schedule);
     if (s != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
-    if ((a->tp > 1 || a->tp_blocks != 0) && a->pp > 1)
-        return mt_error(MT_EINPUT, "meshtrain train: --tp %d with --pp %d: tensor parallelism inside a pipeline is not "
-                        "built yet (issue 10); use --tp with --dp, or --pp alone", a->tp, a->pp);
+    if ((a->tp > 1 || a->tp_blocks != 0) && a->pp > 1 && mt_schedule_split(mt_schedule_kind(a->schedule)))
+        return mt_error(MT_EINPUT, "meshtrain train: --schedule %s with --tp: the split backward (B and W apart) has no "
+                        "tensor-parallel form yet (issue 10); use 1f1b, interleaved, gpipe or naive", a->schedule);
+    if (a->seqpar && a->pp > 1)
+        return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel inside a pipeline is not built yet (issue 10): "
+                        "stages send whole rows; drop it or --pp");
     if (a->tp_blocks > a->tp && a->dp > 1 && a->zero > 0)
         return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --tp-blocks %d over --tp %d: the sharded norm "
                         "takes one slice per tp rank, not yet %d (issue 10); use --tp-blocks %d or --zero 0", a->zero,
@@ -208,11 +211,24 @@ static void rss_report(MtComm *c, const char *what, int64_t before)
     free(all);
 }
 
-/* A tensor-parallel rank's whole slices when ZeRO shards them over dp: three arrays laid
- * out like the trainer's, in state (NULL when the trainer holds them whole).  gather: filled
- * from the shards (collective over dp). */
-static float *tp_whole_state(MtTrainer *tr, MtDp *dp, float *state[3], int gather)
+/* A tensor-parallel rank's whole slices when ZeRO shards them over dp, or a stage's tensors
+ * laid out as the whole model's (the others zero): three arrays laid out like the trainer's
+ * table, in state (NULL when the trainer holds them so).  gather: filled (collective over
+ * dp with ZeRO). */
+static float *tp_whole_state(MtTrainer *tr, MtDp *dp, MtPipe *pp, float *state[3], int gather)
 {
+    if (pp) {
+        float *full = calloc(3 * (size_t)tr->nfloats, sizeof(float)), *arr[3] = {tr->params, tr->m, tr->v};
+        MT_ASSERT(full, "no memory for the %lld floats of the stage's slices", 3 * (long long)tr->nfloats);
+        for (int k = 0; k < 3; k++)
+            state[k] = full + k * tr->nfloats;
+        for (int q = 0; gather && q < tr->nparams; q++) {
+            int64_t b, e, at = mt_pipe_piece(pp, q, 0, &b, &e);
+            for (int k = 0; at >= 0 && k < 3; k++)
+                memcpy(state[k] + tr->table[q].offset, arr[k] + at, sizeof(float) * (size_t)tr->table[q].numel);
+        }
+        return full;
+    }
     if (!dp || dp->o.zero == 0)
         return NULL;
     float *full = malloc(3 * sizeof(float) * (size_t)tr->nfloats);
@@ -275,17 +291,19 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, MtComm *c, const
         s = mt_ckpt_save(dir, &tc->cfg, tr->table, tr->nparams, P, M, V, &ts);
         return s == MT_OK ? 0 : mt_cli_fail(s);
     }
-    if (tp) { /* with --dp, every dp replica holds the same slices: the first one writes */
+    if (pp) { /* with --dp, every copy of the pipeline holds the same state: the first one writes */
+        int w = mt_comm_group_rank(c, MT_GROUP_DP) == 0;
+        MtPipeInner in = {pp, mt_tpe_piece, tp, 0}; /* with --tp: the stage's slices */
+        MtCkptPieces fn = !w ? NULL : tp ? mt_pipe_inner_piece : mt_pipe_piece;
+        void *ctx = tp ? (void *)&in : (void *)pp;
+        s = par_save(c, dir, &tc->cfg, tp ? tp->whole : tr->table, tr->nparams, &ts, fn, ctx, fn, ctx, P, M, V);
+    } else if (tp) { /* with --dp, every dp replica holds the same slices: the first one writes */
         float *state[3];
-        full = tp_whole_state(tr, dp, state, 1);
+        full = tp_whole_state(tr, dp, NULL, state, 1);
         int w = !dp || dp->rank == 0;
         s = par_save(c, dir, &tc->cfg, tp->whole, tr->nparams, &ts, w ? mt_tpe_piece : NULL, tp,
                      w ? mt_tpe_piece : NULL, tp, full ? state[0] : P, full ? state[1] : M, full ? state[2] : V);
         free(full);
-    } else if (pp) { /* with --dp, every copy of the pipeline holds the same state: the first one writes */
-        int w = mt_comm_group_rank(c, MT_GROUP_DP) == 0;
-        s = par_save(c, dir, &tc->cfg, tr->table, tr->nparams, &ts, w ? mt_pipe_piece : NULL, pp,
-                     w ? mt_pipe_piece : NULL, pp, P, M, V);
     } else {
         MtDpPiece pc = {dp, 0, 0}, mc = {dp, 1, 0};
         s = par_save(c, dir, &tc->cfg, tr->table, tr->nparams, &ts, mt_dp_piece, &pc, mt_dp_piece, &mc, P, M, V);
@@ -621,9 +639,17 @@ int mt_cmd_train(int full_argc, char **full_argv)
         }
         dpp = &dpe;
     }
-    if (a.resume && tpp) { /* each rank keeps its slices (and with ZeRO, its shard of them) */
+    if (a.resume && pp) { /* each stage reads its own tensors only (with --tp, its slices of them) */
         int64_t before = mt_mem_rss_mark();
-        float *state[3], *full = tp_whole_state(&tr, dpp, state, 0);
+        if ((s = mt_pipe_load(pp, a.resume, tpp ? tpe.whole : NULL, tpp ? mt_tpe_load_piece : NULL, tpp)) != MT_OK) {
+            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
+            goto out_trainer;
+        }
+        rss_report(comm, "checkpoint load", before);
+        tr.step = rs.step;
+    } else if (a.resume && tpp) { /* each rank keeps its slices (and with ZeRO, its shard of them) */
+        int64_t before = mt_mem_rss_mark();
+        float *state[3], *full = tp_whole_state(&tr, dpp, NULL, state, 0);
         if ((s = mt_tpe_load(tpp, a.resume, full ? state : NULL)) == MT_OK && full)
             mt_dp_scatter_state(dpp, state[0], state[1], state[2]);
         free(full);
@@ -633,14 +659,6 @@ int mt_cmd_train(int full_argc, char **full_argv)
             rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
             goto out_trainer;
         }
-        tr.step = rs.step;
-    } else if (a.resume && pp) { /* each stage reads its own tensors only */
-        int64_t before = mt_mem_rss_mark();
-        if ((s = mt_pipe_load(pp, a.resume)) != MT_OK) {
-            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
-            goto out_trainer;
-        }
-        rss_report(comm, "checkpoint load", before);
         tr.step = rs.step;
     } else if (a.resume) {
         /* a ZeRO rank reads its chunks only (and ZeRO-1/2 the whole parameters) */
@@ -705,12 +723,12 @@ int mt_cmd_train(int full_argc, char **full_argv)
         double t0 = mt_now();
         if (tpp)
             tpp->comm_s = 0.0;
-        if (dpp) /* with --tp, each tp rank's share of the micro-batches */
+        if (pp) /* with --dp and --tp inside */
+            mt_pipe_step(pp, &train, &st);
+        else if (dpp) /* with --tp, each tp rank's share of the micro-batches */
             mt_dp_step(dpp, &train, &st);
         else if (tpp)
             mt_tpe_step(tpp, &train, &st);
-        else if (pp)
-            mt_pipe_step(pp, &train, &st);
         else
             mt_trainer_step(&tr, &train, &st);
         double dt = mt_now() - t0;
@@ -760,7 +778,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
             break;
     }
     if (rc == 0 && tpp && comm) { /* the replicated parameters must not drift apart */
-        float *state[3], *full = tp_whole_state(&tr, dpp, state, 1);
+        float *state[3], *full = tp_whole_state(&tr, dpp, pp, state, 1);
         int differ = mt_tpe_replicas_differ(tpp, full ? state : NULL);
         free(full);
         if (differ) {

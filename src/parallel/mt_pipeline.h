@@ -105,6 +105,7 @@ typedef struct {
     float *leaf_loss;
     float loss;                         /* the last rank's: the step's (over the copies) */
     double *block_sums;                 /* (max_blocks + 1) x P */
+    double *tparts;                     /* with --tp: the norm's per-tensor parts (tp_norm_and_loss) */
     int64_t *rank_times;                /* the ranks' compute time and span, gathered */
     /* this step, for the log */
     double comm_s, busy_s, t_first, t_last;
@@ -130,8 +131,20 @@ double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin);
  * tensor of the units it owns, whole, from its arrays (the same offset in params, m, v). */
 int64_t mt_pipe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
 /* Reads this rank's parts (its stages; the last rank also the wte replica) of a
- * checkpoint of any layout, and nothing else. */
-MtStatus mt_pipe_load(MtPipe *p, const char *dir);
+ * checkpoint of any layout, and nothing else.  With another technique inside the stages
+ * (tensor parallelism), fn names its pieces (offsets in the trainer's table layout) and
+ * whole is the checkpoint's table; else both NULL. */
+MtStatus mt_pipe_load(MtPipe *p, const char *dir, const MtParam *whole, MtCkptPieces fn, void *ctx);
+/* fn's pieces (ctx) of the tensors this rank owns, moved to its arrays (replica: of the
+ * last rank's wte replica instead): what a stage writes or reads with tensor parallelism
+ * inside.  ctx: an MtPipeInner. */
+typedef struct {
+    const MtPipe *p;
+    MtCkptPieces fn;
+    void *ctx;
+    int replica;
+} MtPipeInner;
+int64_t mt_pipe_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
 /* World rank of pipeline rank r of the first copy (the mesh puts pp slowest: the world's
  * ranks are P runs of world / P). */
 int mt_pipe_world_rank(const MtPipe *p, int r);

@@ -58,6 +58,8 @@ void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st);
  * the MtTpe): the runs of its slices of the split tensors, the replicated ones on tp rank
  * 0 only, from arrays laid out like the trainer's (the same offset in params, m, v). */
 int64_t mt_tpe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
+/* What this rank reads: every run of its slices, replicated tensors included. */
+int64_t mt_tpe_load_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
 /* The next two take the rank's whole slices as state = {params, m, v}, each laid out like
  * the trainer's table, or NULL for the trainer's own arrays (a technique that shards them,
  * ZeRO over dp, passes gathered copies). */

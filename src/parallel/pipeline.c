@@ -7,6 +7,7 @@
 
 #include "mt_checkpoint.h"
 #include "mt_kernels.h"
+#include "mt_tp.h"
 
 /* ---- layout ---- */
 
@@ -42,7 +43,8 @@ void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int ran
     int np = mt_param_count(&tc->cfg);
     MtParam *t = malloc(sizeof(MtParam) * (size_t)np);
     MT_ASSERT(t, "out of memory");
-    mt_param_table(&tc->cfg, t);
+    tc->unit_align = 1;
+    mt_trainer_table(tc, t); /* a tensor-parallel rank's slices with --tp */
     int64_t local = 0;
     for (int c = 0; c < o->V; c++) {
         MtPipeChunk ch;
@@ -56,7 +58,6 @@ void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int ran
     free(t);
     tc->params_len = tc->grads_len = tc->optim_len = local;
     tc->tree_span = 1; /* the executor keeps its own tree buffers */
-    tc->unit_align = 1;
     tc->acts_none = 1;
 }
 
@@ -119,7 +120,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     MT_ASSERT(p->P >= 2 && p->V <= MT_PIPE_MAX_CHUNKS, "a pipeline needs 2 or more stages (pp %d, %d chunks)", p->P, p->V);
     p->sched = (MtSchedule){o->kind, p->P, o->M, o->V};
     int M = o->M;
-    int64_t VC = (int64_t)cfg->V * cfg->C;
+    int64_t VC = tr->table[0].numel; /* wte (a tp rank's vocabulary rows) */
     p->list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&p->sched));
     p->plan = malloc(sizeof(MtTreeStep) * (size_t)(2 * M));
     p->ltr = malloc(sizeof(MtTreeStep) * (size_t)(2 * M));
@@ -134,7 +135,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
             p->ltr[2 * k] = (MtTreeStep){-1, 0, 1};
     }
     /* chunks, their spans in the rank's arrays, their activation sets */
-    MtActsShape scratch = {0, 0, 0, 0, 0, 1, tc->recompute, 1}; /* with the recompute buffers */
+    MtActsShape scratch = {0, 0, 0, 0, 0, 1, tc->recompute, 1, tc->tp}; /* with the recompute buffers */
     if (mt_acts_alloc_shape(&p->scratch, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &scratch) != MT_OK)
         goto oom;
     int64_t off = 0;
@@ -157,7 +158,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         ch->stash = calloc((size_t)ch->nsets + 1, sizeof(float *));
         if (!ch->sets || !ch->freelist || !ch->slot || !ch->stash)
             goto oom;
-        MtActsShape sh = {ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0, tc->recompute, 0};
+        MtActsShape sh = {ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0, tc->recompute, 0, tc->tp};
         for (int i = 0; i < ch->nsets; i++) {
             MtActs *a = &ch->sets[i];
             if (mt_acts_alloc_shape(a, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh) != MT_OK)
@@ -179,7 +180,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         for (int q = 0; q < tr->nparams; q++) {
             const MtParam *pp = &tr->table[q];
             if (pp->unit >= uf && pp->unit <= ul)
-                mt_param_init(pp, cfg->L, tc->seed, 0, pp->numel, tr->params + ch->loff + (pp->offset - ch->lo));
+                mt_trainer_param_init(tr, q, 0, pp->numel, tr->params + ch->loff + (pp->offset - ch->lo));
         }
     }
     MT_ASSERT(off == tc->params_len, "pipeline arrays: %lld floats laid out, %lld allocated", (long long)off,
@@ -195,7 +196,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         if (!(p->wte = alloc_f(p, MT_MEM_PARAMS, VC)) || !(p->wte_m = alloc_f(p, MT_MEM_OPTIM, VC)) ||
             !(p->wte_v = alloc_f(p, MT_MEM_OPTIM, VC)))
             goto oom;
-        mt_param_init(&tr->table[0], cfg->L, tc->seed, 0, VC, p->wte);
+        mt_trainer_param_init(tr, 0, 0, VC, p->wte);
         p->w.wte = p->wte;
         for (int i = 0; i < p->ngbuf; i++)
             if (!(p->wbuf[i] = alloc_f(p, MT_MEM_GRADS, VC)))
@@ -247,7 +248,9 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     }
     p->block_sums = malloc(sizeof(double) * (size_t)(p->max_blocks + 1) * p->P);
     p->rank_times = malloc(sizeof(int64_t) * 3 * (size_t)mt_comm_size(c));
-    if (!p->block_sums || !p->rank_times)
+    if (tc->tp) /* tp_norm_and_loss: mine, every stage's, the tensors', every tp rank's */
+        p->tparts = malloc(sizeof(double) * (size_t)(tr->nparams + 1) * (1 + p->P + 1 + tc->tp->N));
+    if (!p->block_sums || !p->rank_times || (tc->tp && !p->tparts))
         goto oom;
     return MT_OK;
 oom:
@@ -259,7 +262,7 @@ void mt_pipe_free(MtPipe *p)
 {
     if (!p->tr)
         return;
-    int64_t VC = (int64_t)p->tr->tc.cfg.V * p->tr->tc.cfg.C;
+    int64_t VC = p->tr->table[0].numel;
     for (int k = 0; k < p->V; k++) {
         MtPipeChunk *ch = &p->ch[k];
         for (int i = 0; ch->sets && i < ch->nsets; i++)
@@ -305,6 +308,7 @@ void mt_pipe_free(MtPipe *p)
     free(p->ltr);
     free(p->leaf_loss);
     free(p->block_sums);
+    free(p->tparts);
     free(p->rank_times);
     memset(p, 0, sizeof *p);
 }
@@ -428,7 +432,7 @@ static int tree_adds(const MtPipe *p, const MtTreeStep *plan, int at, float *con
 static void poll_e(MtPipe *p, int wait)
 {
     const MtTrainConfig *tc = &p->tr->tc;
-    int64_t VC = (int64_t)tc->cfg.V * tc->cfg.C;
+    int64_t VC = p->tr->table[0].numel;
     while (p->e_next < p->e_due) {
         int h = 0;
         while (h < p->nh && p->h_mb[h] != p->e_next)
@@ -440,7 +444,12 @@ static void poll_e(MtPipe *p, int wait)
         if (!ok)
             return;
         p->e_posted[h] = 0;
-        mt_encoder_backward(p->hslot[h], NULL, p->eland[h], tokens_of(p, p->e_next), tc->micro, tc->seq, tc->cfg.C);
+        if (tc->tp) { /* a tensor-parallel rank adds the rows of its vocabulary slice */
+            MtTpLocal lo = mt_tp_local(&tc->cfg, tc->tp, tc->micro * tc->seq);
+            mt_tp_embed_backward_rows(p->hslot[h], p->eland[h], tokens_of(p, p->e_next), lo.v0, lo.Vl,
+                                      tc->micro * tc->seq, tc->cfg.C);
+        } else
+            mt_encoder_backward(p->hslot[h], NULL, p->eland[h], tokens_of(p, p->e_next), tc->micro, tc->seq, tc->cfg.C);
         const MtTreeStep *ts = &p->plan[p->wtstep];
         MT_ASSERT(ts->leaf == p->e_next, "embedding leaf %d out of order (plan expects %d)", p->e_next, ts->leaf);
         memcpy(p->wbuf[ts->buf], p->hslot[h], sizeof(float) * (size_t)VC);
@@ -527,7 +536,7 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
     gv->fresh = 1;
     if (ch->head) {
         int h = take_hslot(p, mb);
-        memset(p->hslot[h], 0, sizeof(float) * (size_t)cfg->V * cfg->C);
+        memset(p->hslot[h], 0, sizeof(float) * (size_t)tr->table[0].numel);
         gv->wte = p->hslot[h];
     }
     return g;
@@ -713,12 +722,45 @@ static double norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
     return total;
 }
 
+/* With tensor parallelism, its norm (mt_tp.h): each tensor's part (K/N sub-slices of a
+ * split one) from the stage that holds it, gathered over pp with the loss, then combined
+ * over the tp group as one tp rank does: the bits of one device with K blocks. */
+static double tp_norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
+{
+    MtTrainer *tr = p->tr;
+    const MtTpCtx *tp = tr->tc.tp;
+    int n = tr->nparams;
+    double *mine = p->tparts, *all = mine + (n + 1), *parts = all + (int64_t)(n + 1) * p->P, *tp_all = parts + n;
+    double t = mt_now();
+    req_done(p, wte, 1); /* the first stage's wte gradient */
+    clock_in(p, t);
+    memset(mine, 0, sizeof(double) * (size_t)(n + 1));
+    for (int q = 0; q < n; q++) {
+        int64_t b, e, at = mt_pipe_piece(p, q, 0, &b, &e);
+        if (at < 0)
+            continue;
+        MtParam here = tr->table[q];
+        here.offset = at;
+        mt_tp_sumsq_parts(&here, 1, tr->grads, tp->K / tp->N, &mine[q]);
+    }
+    mine[n] = p->rank == p->P - 1 ? p->loss : 0.0;
+    t = mt_now(); /* doubles travel as pairs of floats, bits untouched */
+    mt_allgather(p->c, MT_GROUP_PP, (const float *)mine, (float *)all, 2 * (int64_t)(n + 1) * p->P);
+    for (int q = 0; q < n; q++)
+        parts[q] = all[(int64_t)p->unit_rank[tr->table[q].unit] * (n + 1) + q];
+    *loss = (float)all[(int64_t)(p->P - 1) * (n + 1) + n];
+    if (tp->N > 1)
+        mt_allgather(p->c, MT_GROUP_TP, (const float *)parts, (float *)tp_all, 2 * (int64_t)n * tp->N);
+    clock_in(p, t);
+    return mt_tp_sumsq_combine(tr->table, n, tp->N > 1 ? tp_all : parts, tp->N);
+}
+
 void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
 {
     MtTrainer *tr = p->tr;
     const MtTrainConfig *tc = &tr->tc;
     const MtOptimConfig *oc = &tc->oc;
-    int64_t VC = (int64_t)tc->cfg.V * tc->cfg.C;
+    int64_t VC = tr->table[0].numel;
     mt_batch_fill(data, tc->seed, tr->step, p->o.first_mb * tc->micro, p->o.M * tc->micro, tc->seq, tr->inputs,
                   tr->targets);
     for (int k = 0; k < p->V; k++) {
@@ -766,7 +808,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     if (p->rank == 0)
         wte = mt_irecv(p->c, MT_GROUP_EMBED, tr->grads + p->ch[0].loff, VC, 1, tag(TAG_WTE, 0));
     clock_in(p, t);
-    double norm = sqrt(norm_and_loss(p, &st->loss, &wte));
+    double norm = sqrt(tc->tp ? tp_norm_and_loss(p, &st->loss, &wte) : norm_and_loss(p, &st->loss, &wte));
     float lr = mt_lr_at(oc, (int)tr->step);
     mt_grad_clip(tr->grads, tc->grads_len, oc->grad_clip, norm);
     for (int k = 0; k < p->V; k++) {
@@ -851,9 +893,27 @@ int64_t mt_pipe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
     return -1;
 }
 
-MtStatus mt_pipe_load(MtPipe *p, const char *dir)
+int64_t mt_pipe_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
+{
+    const MtPipeInner *x = ctx;
+    const MtParam *t = &x->p->tr->table[q];
+    int64_t b, e, base = x->replica ? (q == 0 ? 0 : -1) : mt_pipe_piece((void *)x->p, q, 0, &b, &e);
+    if (base < 0)
+        return -1;
+    int64_t at = x->fn(x->ctx, q, k, begin, end);
+    return at < 0 ? -1 : base + (at - t->offset);
+}
+
+MtStatus mt_pipe_load(MtPipe *p, const char *dir, const MtParam *whole, MtCkptPieces fn, void *ctx)
 {
     MtTrainer *tr = p->tr;
+    if (fn) { /* another technique's pieces inside the stages */
+        MtPipeInner in = {p, fn, ctx, 0}, rep = {p, fn, ctx, 1};
+        MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &in, tr->params, tr->m, tr->v));
+        if (p->wte)
+            MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &rep, p->wte, p->wte_m, p->wte_v));
+        return MT_OK;
+    }
     for (int k = 0; k < p->V; k++) {
         MtPipeChunk *ch = &p->ch[k];
         MT_TRY(mt_ckpt_load_range(dir, tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff, tr->m + ch->loff,

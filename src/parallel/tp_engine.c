@@ -193,7 +193,7 @@ int mt_tpe_replicas_differ(MtTpe *t, float *const state[3])
 /* ---- checkpoints ---- */
 
 /* piece k of tensor q for this rank: run k of its slice, placed in its local arrays */
-static int64_t load_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
+int64_t mt_tpe_load_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
 {
     MtTpe *t = ctx;
     const MtParam *w = &t->whole[q];
@@ -209,7 +209,7 @@ int64_t mt_tpe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
     MtTpe *t = ctx;
     if (mt_tp_split(&t->whole[q]) == MT_TP_REPLICATED && t->ctx.r != 0)
         return -1; /* written once, by tp rank 0 */
-    return load_piece(ctx, q, k, begin, end);
+    return mt_tpe_load_piece(ctx, q, k, begin, end);
 }
 
 MtStatus mt_tpe_load(MtTpe *t, const char *dir, float *const state[3])
@@ -217,6 +217,6 @@ MtStatus mt_tpe_load(MtTpe *t, const char *dir, float *const state[3])
     MtTrainer *tr = t->tr;
     for (int which = 0; which < 3; which++) /* wte's padding rows stay zero */
         memset(local_array(t, state, which), 0, sizeof(float) * (size_t)tr->nfloats);
-    return mt_ckpt_load_pieces(dir, t->whole, tr->nparams, load_piece, t, local_array(t, state, 0),
+    return mt_ckpt_load_pieces(dir, t->whole, tr->nparams, mt_tpe_load_piece, t, local_array(t, state, 0),
                                local_array(t, state, 1), local_array(t, state, 2));
 }
