@@ -12,6 +12,12 @@
 # the one-rank run bit for bit; a dp 2 x pp 2 checkpoint resumes on pp 4 and on dp 4; each
 # stage's dp bytes per step are the all-reduce of what it sums (the wte replica and the
 # loss on the last stage).
+# Tensor parallelism inside pipelines (--tp T --pp P, and the three-way dp x tp x pp):
+# with --tp-blocks 4, tp 2 x pp 2 (1f1b with validation losses, interleaved, gpipe with
+# full recomputation), tp 4 x pp 2 and dp 2 x tp 2 x pp 2 give the one-rank --tp-blocks 4
+# run bit for bit; without, tp 2 x pp 2 gives tp 2 alone's; a tp 2 x pp 2 checkpoint
+# resumes on dp 2 x tp 2 and on pp 2 (blocks on one rank per stage) bit for bit; the replicated
+# tensors stay identical over each stage's tp group.
 # comm.dp per step is DDP's all-reduce of the rank's slices (and the loss), comm.tp the
 # tensor-parallel formula at the rank's micro-batches.  Layouts not built yet, and a world
 # that is not dp x tp x pp under mpirun -np N, exit 2 with one line, printed once.
@@ -111,6 +117,33 @@ want0=$(( 4 * (16 * 32 + 2 * blk) )) want1=$(( 4 * (2 * blk + 2 * 32 + 256 * 32 
 [ "$(f 1)" = $want0 ] && [ "$(f 2)" = $want0 ] && [ "$(f 3)" = $want1 ] && [ "$(f 4)" = $want1 ] && pass \
   || fail "dp bytes of dp 2 x pp 2: $(f 1) $(f 2) $(f 3) $(f 4), want $want0 $want0 $want1 $want1"
 
+# ---- tensor parallelism inside pipelines, and the three-way hybrid ----
+train pref4 $pipe --tp-blocks 4
+train pref4v $pipev --tp-blocks 4 --eval-every 5
+train tp2pp2 $pipev --tp 2 --pp 2 --tp-blocks 4 --eval-every 5 --check-collectives
+same_run "tp 2 x pp 2 --tp-blocks 4" "$T/pref4v" "$T/tp2pp2"
+[ "$(vl "$T/tp2pp2.jsonl" | wc -l)" -eq 2 ] && cmp -s <(vl "$T/pref4v.jsonl") <(vl "$T/tp2pp2.jsonl") && pass \
+  || fail "tp 2 x pp 2 validation losses: $(vl "$T/tp2pp2.jsonl" | tr '\n' ' ') vs $(vl "$T/pref4v.jsonl" | tr '\n' ' ')"
+grep -q "every replicated tensor (parameters and moments) is identical on the 2 tp ranks" "$T/tp2pp2.out" && pass \
+  || fail "tp 2 x pp 2: no identity of the replicated tensors: $(tail -3 "$T/tp2pp2.out")"
+for lay in "--tp 2 --pp 2 --schedule interleaved --virtual-stages 2" "--tp 2 --pp 2 --schedule gpipe --recompute full" \
+           "--tp 4 --pp 2" "--dp 2 --tp 2 --pp 2"; do
+  name=h$(echo "$lay" | tr -d ' -')
+  train $name $pipe $lay --tp-blocks 4
+  same_run "$lay --tp-blocks 4" "$T/pref4" "$T/$name"
+done
+train tp2only $pipe --tp 2
+train tp2pp2d $pipe --tp 2 --pp 2
+same_run "tp 2 x pp 2 against tp 2 alone" "$T/tp2only" "$T/tp2pp2d"
+train tphalf $pipe --tp 2 --pp 2 --tp-blocks 4 --exit-interval 5
+cp -r "$T/tphalf" "$T/tphalf_copy"
+cp "$T/tphalf.jsonl" "$T/tpone.jsonl"
+resume "$T/tphalf" "$T/tphalf.jsonl" "$T/tdt" --dp 2 --tp 2 --tp-blocks 4
+resume "$T/tphalf_copy" "$T/tpone.jsonl" "$T/tpp" --pp 2 --tp-blocks 4 --schedule 1f1b
+for x in tphalf:tdt tpone:tpp; do
+  same_resumed "resume of a tp 2 x pp 2 checkpoint (${x##*:})" "$T/pref4" "$T/${x%%:*}.jsonl" "$T/${x##*:}" 10
+done
+
 # ---- traffic per rank: dp and tp bytes of one step against their formulas ----
 field() { echo "$1" | grep -o "\"$2\": [0-9]*" | sed -n "${3}p" | cut -d' ' -f2; }
 line=$(sed -n 2p "$T/dp2tp2.jsonl")
@@ -138,7 +171,11 @@ echo "dp 2 x tp 2, rank 0, one step: $(field "$line" dp 1) dp bytes, $(field "$l
 ok="--data $T/data --heads 4 --dim 32 --seq-len 16 --steps 1 --layers 2 --batch-size 4"
 expect_bad_input "ZeRO with more tp blocks than tp ranks (not built yet)" $MT_BIN train $ok --tp 2 --dp 2 --zero 1 \
   --tp-blocks 4
-expect_bad_input "tp inside a pipeline (not built yet)" $MT_BIN train $ok --tp 2 --pp 2
+expect_bad_input "tp inside a zb pipeline (not built yet)" $MT_BIN train $ok --tp 2 --pp 2 --schedule zb
+expect_bad_input "sequence parallelism inside a pipeline (not built yet)" $MT_BIN train $ok --tp 2 --pp 2 \
+  --sequence-parallel
+expect_bad_input "dp x tp x pp with the sequence not divisible by tp" $MT_BIN train --data $T/data --heads 4 \
+  --dim 32 --seq-len 15 --steps 1 --layers 2 --batch-size 4 --dp 2 --tp 2 --pp 2 --sequence-parallel
 expect_bad_input "ZeRO over copies of a pipeline (not built yet)" $MT_BIN train $ok --dp 2 --pp 2 --zero 1
 expect_bad_input "dp x pp whose copies' micro-batches do not suit interleaving" $MT_BIN train --data $T/data \
   --heads 4 --dim 32 --seq-len 16 --steps 1 --layers 4 --batch-size 2 --micro-batch-size 1 --dp 2 --pp 2 \
