@@ -112,6 +112,6 @@ else
     done; done; done
   done; done; done
 fi
-echo "equivalence: $nrows layouts: $nsame bit-identical, $ndiff different, $nref refused (not built yet), $nfail failed;" \
+echo "equivalence: $nrows layouts: $nsame bit-identical, $ndiff different, $nref refused (exit 2 with the reason), $nfail failed;" \
   "$(( $(date +%s) - t_start )) s"
 [ $ndiff -eq 0 ] && [ $nfail -eq 0 ]
