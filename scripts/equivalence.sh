@@ -16,7 +16,8 @@
 #
 # --quick: a representative subset (the test suite runs it): the three-way hybrid with
 # recomputation, FSDP x tp with sequence parallelism, hybrid-sharded ZeRO-2, dp x pp zb
-# with full recomputation, and two layouts not built yet.  MT_BIN (default
+# with full recomputation, ZeRO-1 over interleaved pipeline copies, and two layouts not
+# built yet.  MT_BIN (default
 # build/meshtrain) and MT_DIFF (build/prog_stdiff) name the binaries.  Test hook:
 # MT_EQ_MUTATE=1 runs the layouts (not the references) with tensor parallelism's blocks
 # summed left to right, which the matrix must report.
@@ -88,8 +89,9 @@ if [ $quick = 1 ]; then
   row --dp 2 --tp 2 --zero 3 --sequence-parallel
   row --dp 4 --zero 2 --shard-size 2
   row --dp 2 --pp 2 --schedule zb --recompute full
+  row --dp 2 --pp 2 --zero 1 --schedule interleaved --virtual-stages 2
   row --tp 2 --pp 2 --schedule zb
-  row --dp 2 --pp 2 --zero 1
+  row --dp 2 --pp 2 --zero 2
 else
   rc_i=0
   for dp in 1 2 4 8; do for tp in 1 2 4 8; do for pp in 1 2 4 8; do

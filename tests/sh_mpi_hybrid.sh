@@ -11,7 +11,10 @@
 # (1f1b, zb, interleaved), dp 4 x pp 2 gpipe and dp 2 x pp 4 with full recomputation give
 # the one-rank run bit for bit; a dp 2 x pp 2 checkpoint resumes on pp 4 and on dp 4; each
 # stage's dp bytes per step are the all-reduce of what it sums (the wte replica and the
-# loss on the last stage).
+# loss on the last stage).  ZeRO-1 over the copies (--zero 1 --pp P --dp D): 1f1b, zb and
+# interleaved on dp 2 x pp 2 and dp 4 x pp 2 bit for bit with one rank; a stage's AdamW
+# moments are 1/D of its (padded) parameters; its checkpoint resumes on one rank and on
+# dp 2 x pp 2 ZeRO-1 again.
 # Tensor parallelism inside pipelines (--tp T --pp P, and the three-way dp x tp x pp):
 # with --tp-blocks 4, tp 2 x pp 2 (1f1b with validation losses, interleaved, gpipe with
 # full recomputation), tp 4 x pp 2 and dp 2 x tp 2 x pp 2 give the one-rank --tp-blocks 4
@@ -117,6 +120,26 @@ want0=$(( 4 * (16 * 32 + 2 * blk) )) want1=$(( 4 * (2 * blk + 2 * 32 + 256 * 32 
 [ "$(f 1)" = $want0 ] && [ "$(f 2)" = $want0 ] && [ "$(f 3)" = $want1 ] && [ "$(f 4)" = $want1 ] && pass \
   || fail "dp bytes of dp 2 x pp 2: $(f 1) $(f 2) $(f 3) $(f 4), want $want0 $want0 $want1 $want1"
 
+# ---- ZeRO-1 over copies of the pipeline ----
+for lay in "--dp 2 --pp 2 --zero 1" "--dp 2 --pp 2 --zero 1 --schedule zb" \
+           "--dp 2 --pp 2 --zero 1 --schedule interleaved --virtual-stages 2" "--dp 4 --pp 2 --zero 1 --schedule gpipe"; do
+  name=z$(echo "$lay" | tr -d ' -')
+  train $name $pipe $lay
+  same_run "$lay" "$T/pref" "$T/$name"
+done
+line=$(sed -n 2p "$T/zdp2pp2zero1.jsonl")
+g() { echo "$line" | grep -o "\"$1\": [0-9]*" | sed -n "${2}p" | cut -d' ' -f2; }
+[ "$(g optimizer 1)" = $(( 2 * $(g params 1) / 2 )) ] && [ "$(g optimizer 2)" = "$(g optimizer 1)" ] && pass \
+  || fail "ZeRO-1 x pp: stage 0 optimizer bytes $(g optimizer 1), want 2 x params $(g params 1) / 2"
+train zhalf $pipe --dp 2 --pp 2 --zero 1 --exit-interval 5
+cp -r "$T/zhalf" "$T/zhalf_copy"
+cp "$T/zhalf.jsonl" "$T/zone.jsonl"
+resume "$T/zhalf" "$T/zhalf.jsonl" "$T/zz1" --dp 2 --pp 2 --zero 1
+resume "$T/zhalf_copy" "$T/zone.jsonl" "$T/z1r"
+for x in zhalf:zz1 zone:z1r; do
+  same_resumed "resume of a dp 2 x pp 2 ZeRO-1 checkpoint (${x##*:})" "$T/pref" "$T/${x%%:*}.jsonl" "$T/${x##*:}" 10
+done
+
 # ---- tensor parallelism inside pipelines, and the three-way hybrid ----
 train pref4 $pipe --tp-blocks 4
 train pref4v $pipev --tp-blocks 4 --eval-every 5
@@ -176,7 +199,9 @@ expect_bad_input "sequence parallelism inside a pipeline (not built yet)" $MT_BI
   --sequence-parallel
 expect_bad_input "dp x tp x pp with the sequence not divisible by tp" $MT_BIN train --data $T/data --heads 4 \
   --dim 32 --seq-len 15 --steps 1 --layers 2 --batch-size 4 --dp 2 --tp 2 --pp 2 --sequence-parallel
-expect_bad_input "ZeRO over copies of a pipeline (not built yet)" $MT_BIN train $ok --dp 2 --pp 2 --zero 1
+expect_bad_input "ZeRO-2 over copies of a pipeline (not built yet)" $MT_BIN train $ok --dp 2 --pp 2 --zero 2
+expect_bad_input "ZeRO-1 over tensor-parallel pipelines (not built yet)" $MT_BIN train $ok --dp 2 --pp 2 --tp 2 \
+  --zero 1
 expect_bad_input "dp x pp whose copies' micro-batches do not suit interleaving" $MT_BIN train --data $T/data \
   --heads 4 --dim 32 --seq-len 16 --steps 1 --layers 4 --batch-size 2 --micro-batch-size 1 --dp 2 --pp 2 \
   --schedule interleaved --virtual-stages 2

@@ -62,10 +62,14 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
                         "order (its replicated parameters must get the same bits on every rank)");
     if ((s = mt_tpe_check(cfg, a->tp, a->tp_blocks)) != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
-    if (a->pp > 1 && a->dp > 1 && a->zero > 0)
-        return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --pp %d: sharding a pipeline's stages over --dp is "
-                        "not built yet (issue 10); --pp with --dp runs DDP (--zero 0)", a->zero, a->pp);
-    if (a->pp > 1 && a->zero > 0)
+    if (a->pp > 1 && a->dp > 1 && a->zero > 1)
+        return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --pp %d: a pipeline copy accumulates its micro-batches' "
+                        "gradients whole, so sharding gradients or parameters over --dp is not built yet (issue 10); "
+                        "use --zero 1 (sharded optimizer) or 0", a->zero, a->pp);
+    if (a->pp > 1 && a->dp > 1 && a->zero == 1 && (a->tp > 1 || a->tp_blocks != 0))
+        return mt_error(MT_EINPUT, "meshtrain train: --zero 1 with --pp and --tp: the sharded norm of tensor-parallel "
+                        "stages is not built yet (issue 10); use --zero 0 there");
+    if (a->pp > 1 && a->zero > 0 && a->dp == 1)
         return mt_error(MT_EINPUT, "meshtrain train: --zero %d shards over the dp group; with --pp alone there is none",
                         a->zero);
     if (!(a->bucket_mb >= 0.0f && a->bucket_mb <= 4096.0f))
@@ -296,7 +300,9 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, MtComm *c, const
         MtPipeInner in = {pp, mt_tpe_piece, tp, 0}; /* with --tp: the stage's slices */
         MtCkptPieces fn = !w ? NULL : tp ? mt_pipe_inner_piece : mt_pipe_piece;
         void *ctx = tp ? (void *)&in : (void *)pp;
-        s = par_save(c, dir, &tc->cfg, tp ? tp->whole : tr->table, tr->nparams, &ts, fn, ctx, fn, ctx, P, M, V);
+        int z1 = pp->o.zero1_dp > 1; /* ZeRO-1: every copy writes the moments of its chunks */
+        s = par_save(c, dir, &tc->cfg, tp ? tp->whole : tr->table, tr->nparams, &ts, fn, ctx,
+                     z1 ? mt_pipe_shard_piece : fn, z1 ? (void *)pp : ctx, P, M, V);
     } else if (tp) { /* with --dp, every dp replica holds the same slices: the first one writes */
         float *state[3];
         full = tp_whole_state(tr, dp, NULL, state, 1);
@@ -597,10 +603,11 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (use_tp) /* with --dp too: the dp engine steps the tp rank's trainer */
         mt_tpe_setup(&tpe, comm, &tc, a.tp, a.tp_blocks, a.seqpar);
     MtDpSum dsum = {.c = comm, .det = !a.fast_comm};
-    if (comm && a.pp > 1 && a.dp > 1) { /* DDP over the copies of the pipeline */
+    if (comm && a.pp > 1 && a.dp > 1) { /* DDP (or ZeRO-1) over the copies of the pipeline */
         po.first_mb = mt_comm_group_rank(comm, MT_GROUP_DP) * po.M;
         po.reduce = mt_dp_sum;
         po.reduce_ctx = &dsum;
+        po.zero1_dp = a.zero == 1 ? a.dp : 0;
     }
     if (comm && a.pp > 1)
         mt_pipe_configure(&tc, &po, a.pp, mt_comm_group_rank(comm, MT_GROUP_PP));

@@ -38,6 +38,7 @@
 #include "mt_checkpoint.h"
 #include "mt_comm.h"
 #include "mt_schedule.h"
+#include "mt_shard.h"
 #include "mt_train.h"
 
 #define MT_PIPE_MAX_CHUNKS 8
@@ -57,6 +58,12 @@ typedef struct {
     int first_mb;
     void (*reduce)(void *ctx, float *x, int64_t n);
     void *reduce_ctx;
+    /* ZeRO-1 over the copies (--zero 1 with --dp D): the AdamW moments of the rank's units
+     * are sharded over its dp group (units padded to D x 512 floats, mt_shard.h); after the
+     * copy's last backward each unit's gradient is reduce-scattered there, each rank clips
+     * and updates its chunks, and the parameters are all-gathered unit by unit.  The wte
+     * replica stays whole (reduce, as DDP).  0: off. */
+    int zero1_dp;
 } MtPipeOptions;
 
 typedef struct {
@@ -106,6 +113,12 @@ typedef struct {
     float loss;                         /* the last rank's: the step's (over the copies) */
     double *block_sums;                 /* (max_blocks + 1) x P */
     double *tparts;                     /* with --tp: the norm's per-tensor parts (tp_norm_and_loss) */
+    /* ZeRO-1 over copies: the rank's units in its arrays, sharded over dp; the reduced
+     * gradient's chunks, their block sums (this rank's, every dp rank's) */
+    MtShardMap zmap;
+    int zunit[MT_MAX_UNITS];            /* the model unit of each of the map's units */
+    float *gshard;
+    double *zblocks;
     int64_t *rank_times;                /* the ranks' compute time and span, gathered */
     /* this step, for the log */
     double comm_s, busy_s, t_first, t_last;
@@ -135,6 +148,8 @@ int64_t mt_pipe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
  * (tensor parallelism), fn names its pieces (offsets in the trainer's table layout) and
  * whole is the checkpoint's table; else both NULL. */
 MtStatus mt_pipe_load(MtPipe *p, const char *dir, const MtParam *whole, MtCkptPieces fn, void *ctx);
+/* With ZeRO-1 over copies: the moments' pieces this rank holds (its chunks of its units). */
+int64_t mt_pipe_shard_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
 /* fn's pieces (ctx) of the tensors this rank owns, moved to its arrays (replica: of the
  * last rank's wte replica instead): what a stage writes or reads with tensor parallelism
  * inside.  ctx: an MtPipeInner. */

@@ -43,20 +43,22 @@ void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int ran
     int np = mt_param_count(&tc->cfg);
     MtParam *t = malloc(sizeof(MtParam) * (size_t)np);
     MT_ASSERT(t, "out of memory");
-    tc->unit_align = 1;
-    mt_trainer_table(tc, t); /* a tensor-parallel rank's slices with --tp */
-    int64_t local = 0;
+    tc->unit_align = o->zero1_dp > 1 ? mt_shard_align(o->zero1_dp) : 1; /* ZeRO-1: chunks of whole norm blocks */
+    int64_t total = mt_trainer_table(tc, t), local = 0; /* a tensor-parallel rank's slices with --tp */
     for (int c = 0; c < o->V; c++) {
         MtPipeChunk ch;
         int uf, ul;
         chunk_units(o, tc->cfg.L, P, rank, c, &ch, &uf, &ul);
-        int64_t lo, hi, a, b;
+        int64_t lo, hi = total, a, b; /* the span of units uf..ul, padding included */
         mt_unit_span(t, np, uf, &lo, &a);
-        mt_unit_span(t, np, ul, &b, &hi);
+        if (ul + 1 < tc->cfg.L + 2)
+            mt_unit_span(t, np, ul + 1, &hi, &b);
         local += hi - lo;
     }
     free(t);
     tc->params_len = tc->grads_len = tc->optim_len = local;
+    if (o->zero1_dp > 1)
+        tc->optim_len = local / o->zero1_dp;
     tc->tree_span = 1; /* the executor keeps its own tree buffers */
     tc->acts_none = 1;
 }
@@ -248,6 +250,25 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     }
     p->block_sums = malloc(sizeof(double) * (size_t)(p->max_blocks + 1) * p->P);
     p->rank_times = malloc(sizeof(int64_t) * 3 * (size_t)mt_comm_size(c));
+    if (o->zero1_dp > 1) { /* ZeRO-1: the rank's units, in its arrays, sharded over dp */
+        int64_t lo[MT_MAX_UNITS], hi[MT_MAX_UNITS];
+        int nu = 0;
+        for (int k = 0; k < p->V; k++) {
+            MtPipeChunk *ch = &p->ch[k];
+            int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? cfg->L + 1 : ch->l1;
+            for (int u = uf; u <= ul; u++, nu++) {
+                p->zunit[nu] = u;
+                lo[nu] = ch->loff + (tr->unit_lo[u] - ch->lo);
+                hi[nu] = lo[nu] + (tr->unit_hi[u] - tr->unit_lo[u]);
+            }
+        }
+        MT_ASSERT(mt_shard_map(lo, hi, nu, o->zero1_dp, mt_comm_group_rank(c, MT_GROUP_DP), &p->zmap) == 0,
+                  "the pipeline's units are not aligned for %d dp shards", o->zero1_dp);
+        p->gshard = alloc_f(p, MT_MEM_GRADS, p->zmap.shard_len);
+        p->zblocks = malloc(sizeof(double) * (size_t)(p->zmap.shard_len / MT_NORM_BLOCK) * (1 + o->zero1_dp));
+        if (!p->gshard || !p->zblocks)
+            goto oom;
+    }
     if (tc->tp) /* tp_norm_and_loss: mine, every stage's, the tensors', every tp rank's */
         p->tparts = malloc(sizeof(double) * (size_t)(tr->nparams + 1) * (1 + p->P + 1 + tc->tp->N));
     if (!p->block_sums || !p->rank_times || (tc->tp && !p->tparts))
@@ -309,6 +330,9 @@ void mt_pipe_free(MtPipe *p)
     free(p->leaf_loss);
     free(p->block_sums);
     free(p->tparts);
+    free(p->zblocks);
+    if (p->gshard)
+        free_f(p, MT_MEM_GRADS, p->gshard, p->zmap.shard_len);
     free(p->rank_times);
     memset(p, 0, sizeof *p);
 }
@@ -687,13 +711,45 @@ static float loss_tree(const float *x, int lo, int hi)
 /* the single-device norm: every unit's block sums in order, from whichever rank holds it;
  * the last rank's loss rides along.  The first stage sums its other units while the wte
  * gradient (*wte, in flight from the last rank) arrives. */
+/* ZeRO-1: the first stage's share of the wte gradient (arrived whole) into its shard, then
+ * every unit's block sums from the dp ranks' chunks, in flat order, into mine */
+static void zero1_blocks(MtPipe *p, double *mine, MtRequest **wte)
+{
+    const MtShardMap *m = &p->zmap;
+    double t = mt_now();
+    req_done(p, wte, 1);
+    clock_in(p, t);
+    for (int i = 0; i < m->nunits; i++) {
+        int64_t cl = mt_shard_chunk_lo(m, i), a = cl, b = cl + m->chunk[i];
+        int64_t wlo = p->ch[0].loff, whi = wlo + p->ch[0].skip; /* the wte gradient on the first stage */
+        a = a > wlo ? a : wlo;
+        b = b < whi ? b : whi;
+        if (p->zunit[i] == 0 && a < b)
+            memcpy(p->gshard + m->shard_off[i] + (a - cl), p->tr->grads + a, sizeof(float) * (size_t)(b - a));
+    }
+    int64_t nb = m->shard_len / MT_NORM_BLOCK;
+    double *all = p->zblocks + nb;
+    for (int i = 0; i < m->nunits; i++)
+        mt_block_sumsq(p->gshard + m->shard_off[i], m->chunk[i], p->zblocks + m->shard_off[i] / MT_NORM_BLOCK);
+    t = mt_now();
+    mt_allgather(p->c, MT_GROUP_DP, (const float *)p->zblocks, (float *)all, 2 * nb * m->N);
+    clock_in(p, t);
+    for (int i = 0; i < m->nunits; i++)
+        for (int r = 0; r < m->N; r++)
+            memcpy(mine + p->unit_block[p->zunit[i]] + r * (m->chunk[i] / MT_NORM_BLOCK),
+                   all + (int64_t)r * nb + m->shard_off[i] / MT_NORM_BLOCK,
+                   sizeof(double) * (size_t)(m->chunk[i] / MT_NORM_BLOCK));
+}
+
 static double norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
 {
     MtTrainer *tr = p->tr;
     int64_t K = p->max_blocks + 1;
     double *mine = p->block_sums + (int64_t)p->rank * K;
     memset(mine, 0, sizeof(double) * (size_t)K);
-    for (int pass = 0; pass < 2; pass++) /* units other than the embedding, then the embedding */
+    if (p->o.zero1_dp > 1)
+        zero1_blocks(p, mine, wte);
+    for (int pass = 0; pass < 2 && p->o.zero1_dp <= 1; pass++) /* units other than the embedding, then the embedding */
         for (int k = 0; k < p->V; k++) {
             MtPipeChunk *ch = &p->ch[k];
             int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? tr->tc.cfg.L + 1 : ch->l1;
@@ -755,6 +811,56 @@ static double tp_norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
     return mt_tp_sumsq_combine(tr->table, n, tp->N > 1 ? tp_all : parts, tp->N);
 }
 
+/* the trainer-table flat index of element `at` of the rank's arrays */
+static int64_t flat_of(const MtPipe *p, int64_t at)
+{
+    for (int k = 0; k < p->V; k++)
+        if (at >= p->ch[k].loff && at < p->ch[k].loff + (p->ch[k].hi - p->ch[k].lo))
+            return p->ch[k].lo + (at - p->ch[k].loff);
+    MT_ASSERT(0, "element %lld is not in pipeline rank %d's arrays", (long long)at, p->rank);
+    return -1;
+}
+
+/* ZeRO-1: clip and AdamW on the rank's chunks, then each unit's parameters all-gathered */
+static void zero1_update(MtPipe *p, double norm, float lr)
+{
+    MtTrainer *tr = p->tr;
+    const MtOptimConfig *oc = &tr->tc.oc;
+    const MtShardMap *m = &p->zmap;
+    mt_grad_clip(p->gshard, m->shard_len, oc->grad_clip, norm);
+    for (int i = 0; i < m->nunits; i++) {
+        int64_t cl = mt_shard_chunk_lo(m, i), flat = flat_of(p, cl);
+        mt_adamw_range(tr->table, tr->nparams, flat, flat + m->chunk[i], tr->params + cl, p->gshard + m->shard_off[i],
+                       tr->m + m->shard_off[i], tr->v + m->shard_off[i], oc, lr, (int)tr->step + 1);
+    }
+    double t = mt_now();
+    for (int i = 0; i < m->nunits; i++)
+        mt_allgather(p->c, MT_GROUP_DP, tr->params + mt_shard_chunk_lo(m, i), tr->params + m->lo[i], m->len[i]);
+    clock_in(p, t);
+}
+
+int64_t mt_pipe_shard_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
+{
+    const MtPipe *p = ctx;
+    const MtParam *t = &p->tr->table[q];
+    int64_t b, e, at = mt_pipe_piece(ctx, q, 0, &b, &e);
+    if (k > 0 || at < 0)
+        return -1;
+    const MtShardMap *m = &p->zmap;
+    for (int i = 0; i < m->nunits; i++) {
+        if (p->zunit[i] != t->unit)
+            continue;
+        int64_t cl = mt_shard_chunk_lo(m, i), lo = at > cl ? at : cl;
+        int64_t hi = at + t->numel < cl + m->chunk[i] ? at + t->numel : cl + m->chunk[i];
+        if (lo >= hi)
+            return -1;
+        *begin = lo - at;
+        *end = hi - at;
+        return m->shard_off[i] + (lo - cl);
+    }
+    return -1;
+}
+
 void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
 {
     MtTrainer *tr = p->tr;
@@ -791,8 +897,15 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     for (int i = 0; i < p->send_next; i++)
         req_done(p, &p->send_req[i], 1);
     p->loss = p->rank == p->P - 1 ? loss_tree(p->leaf_loss, 0, p->o.M) : 0.0f;
+    if (p->o.zero1_dp > 1) { /* ZeRO-1: each unit reduce-scattered over the copies */
+        if (p->ch[0].embed) /* the wte part comes whole (and reduced) from the last stage */
+            memset(tr->grads + p->ch[0].loff, 0, sizeof(float) * (size_t)p->ch[0].skip);
+        for (int i = 0; i < p->zmap.nunits; i++)
+            mt_reduce_scatter(p->c, MT_GROUP_DP, tr->grads + p->zmap.lo[i], p->gshard + p->zmap.shard_off[i],
+                              p->zmap.len[i], 1);
+    }
     if (p->o.reduce) { /* over the copies: every span this rank sums, and the loss */
-        for (int k = 0; k < p->V; k++) {
+        for (int k = 0; k < p->V && p->o.zero1_dp <= 1; k++) {
             MtPipeChunk *ch = &p->ch[k];
             p->o.reduce(p->o.reduce_ctx, tr->grads + ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
         }
@@ -810,11 +923,15 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     clock_in(p, t);
     double norm = sqrt(tc->tp ? tp_norm_and_loss(p, &st->loss, &wte) : norm_and_loss(p, &st->loss, &wte));
     float lr = mt_lr_at(oc, (int)tr->step);
-    mt_grad_clip(tr->grads, tc->grads_len, oc->grad_clip, norm);
-    for (int k = 0; k < p->V; k++) {
-        MtPipeChunk *ch = &p->ch[k];
-        mt_adamw_range(tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff, tr->grads + ch->loff,
-                       tr->m + ch->loff, tr->v + ch->loff, oc, lr, (int)tr->step + 1);
+    if (p->o.zero1_dp > 1)
+        zero1_update(p, norm, lr);
+    else {
+        mt_grad_clip(tr->grads, tc->grads_len, oc->grad_clip, norm);
+        for (int k = 0; k < p->V; k++) {
+            MtPipeChunk *ch = &p->ch[k];
+            mt_adamw_range(tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff, tr->grads + ch->loff,
+                           tr->m + ch->loff, tr->v + ch->loff, oc, lr, (int)tr->step + 1);
+        }
     }
     if (p->wte) { /* the replica takes the same step as the first stage's wte */
         mt_grad_clip(p->wbuf[0], VC, oc->grad_clip, norm);
@@ -914,11 +1031,14 @@ MtStatus mt_pipe_load(MtPipe *p, const char *dir, const MtParam *whole, MtCkptPi
             MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &rep, p->wte, p->wte_m, p->wte_v));
         return MT_OK;
     }
+    int z = p->o.zero1_dp > 1; /* ZeRO-1: the moments of the rank's chunks only */
     for (int k = 0; k < p->V; k++) {
         MtPipeChunk *ch = &p->ch[k];
-        MT_TRY(mt_ckpt_load_range(dir, tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff, tr->m + ch->loff,
-                                  tr->v + ch->loff));
+        MT_TRY(mt_ckpt_load_range(dir, tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff,
+                                  z ? NULL : tr->m + ch->loff, z ? NULL : tr->v + ch->loff));
     }
+    if (z)
+        MT_TRY(mt_ckpt_load_pieces(dir, tr->table, tr->nparams, mt_pipe_shard_piece, p, NULL, tr->m, tr->v));
     if (p->wte) /* the replica: wte is the table's first tensor */
         MT_TRY(mt_ckpt_load_range(dir, tr->table, tr->nparams, 0, tr->table[0].numel, p->wte, p->wte_m, p->wte_v));
     return MT_OK;
