@@ -20,7 +20,9 @@
 # full recomputation), tp 4 x pp 2 and dp 2 x tp 2 x pp 2 give the one-rank --tp-blocks 4
 # run bit for bit; without, tp 2 x pp 2 gives tp 2 alone's; a tp 2 x pp 2 checkpoint
 # resumes on dp 2 x tp 2 and on pp 2 (blocks on one rank per stage) bit for bit; the replicated
-# tensors stay identical over each stage's tp group.
+# tensors stay identical over each stage's tp group.  The three-way hybrid with ZeRO-1
+# (dp 2 x tp 2 x pp 2, interleaved) gives one rank's --tp-blocks 2 bits, and its checkpoint
+# resumes on the same layout and on one rank bit for bit.
 # comm.dp per step is DDP's all-reduce of the rank's slices (and the loss), comm.tp the
 # tensor-parallel formula at the rank's micro-batches.  Layouts not built yet, and a world
 # that is not dp x tp x pp under mpirun -np N, exit 2 with one line, printed once.
@@ -155,6 +157,18 @@ for lay in "--tp 2 --pp 2 --schedule interleaved --virtual-stages 2" "--tp 2 --p
   train $name $pipe $lay --tp-blocks 4
   same_run "$lay --tp-blocks 4" "$T/pref4" "$T/$name"
 done
+# the three-way hybrid with the distributed optimizer (Megatron's layout): dp x tp x pp ZeRO-1
+train ref2 $pipe --tp-blocks 2
+train z1three $pipe --dp 2 --tp 2 --pp 2 --zero 1 --schedule interleaved --virtual-stages 2
+same_run "dp 2 x tp 2 x pp 2 ZeRO-1 interleaved" "$T/ref2" "$T/z1three"
+train z3half $pipe --dp 2 --tp 2 --pp 2 --zero 1 --exit-interval 5
+cp -r "$T/z3half" "$T/z3half_copy"
+cp "$T/z3half.jsonl" "$T/z3one.jsonl"
+resume "$T/z3half" "$T/z3half.jsonl" "$T/z3again" --dp 2 --tp 2 --pp 2 --zero 1
+resume "$T/z3half_copy" "$T/z3one.jsonl" "$T/z3r1" --tp-blocks 2
+for x in z3half:z3again z3one:z3r1; do
+  same_resumed "resume of a dp 2 x tp 2 x pp 2 ZeRO-1 checkpoint (${x##*:})" "$T/ref2" "$T/${x%%:*}.jsonl" "$T/${x##*:}" 10
+done
 train tp2only $pipe --tp 2
 train tp2pp2d $pipe --tp 2 --pp 2
 same_run "tp 2 x pp 2 against tp 2 alone" "$T/tp2only" "$T/tp2pp2d"
@@ -200,8 +214,8 @@ expect_bad_input "sequence parallelism inside a pipeline (not built yet)" $MT_BI
 expect_bad_input "dp x tp x pp with the sequence not divisible by tp" $MT_BIN train --data $T/data --heads 4 \
   --dim 32 --seq-len 15 --steps 1 --layers 2 --batch-size 4 --dp 2 --tp 2 --pp 2 --sequence-parallel
 expect_bad_input "ZeRO-2 over copies of a pipeline (not built yet)" $MT_BIN train $ok --dp 2 --pp 2 --zero 2
-expect_bad_input "ZeRO-1 over tensor-parallel pipelines (not built yet)" $MT_BIN train $ok --dp 2 --pp 2 --tp 2 \
-  --zero 1
+expect_bad_input "ZeRO-1 over tensor-parallel pipelines with more blocks than tp ranks (not built yet)" $MT_BIN \
+  train $ok --dp 2 --pp 2 --tp 2 --zero 1 --tp-blocks 4
 expect_bad_input "dp x pp whose copies' micro-batches do not suit interleaving" $MT_BIN train --data $T/data \
   --heads 4 --dim 32 --seq-len 16 --steps 1 --layers 4 --batch-size 2 --micro-batch-size 1 --dp 2 --pp 2 \
   --schedule interleaved --virtual-stages 2

@@ -66,9 +66,10 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
         return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --pp %d: a pipeline copy accumulates its micro-batches' "
                         "gradients whole, so sharding gradients or parameters over --dp is not built yet (issue 10); "
                         "use --zero 1 (sharded optimizer) or 0", a->zero, a->pp);
-    if (a->pp > 1 && a->dp > 1 && a->zero == 1 && (a->tp > 1 || a->tp_blocks != 0))
-        return mt_error(MT_EINPUT, "meshtrain train: --zero 1 with --pp and --tp: the sharded norm of tensor-parallel "
-                        "stages is not built yet (issue 10); use --zero 0 there");
+    if (a->pp > 1 && a->dp > 1 && a->zero == 1 && a->tp_blocks > a->tp)
+        return mt_error(MT_EINPUT, "meshtrain train: --zero 1 with --pp and --tp-blocks %d over --tp %d: the sharded norm "
+                        "takes one slice per tp rank, not yet %d (issue 10); use --tp-blocks %d or --zero 0",
+                        a->tp_blocks, a->tp, a->tp_blocks / a->tp, a->tp);
     if (a->pp > 1 && a->zero > 0 && a->dp == 1)
         return mt_error(MT_EINPUT, "meshtrain train: --zero %d shards over the dp group; with --pp alone there is none",
                         a->zero);
@@ -222,10 +223,14 @@ static void rss_report(MtComm *c, const char *what, int64_t before)
 static float *tp_whole_state(MtTrainer *tr, MtDp *dp, MtPipe *pp, float *state[3], int gather)
 {
     if (pp) {
-        float *full = calloc(3 * (size_t)tr->nfloats, sizeof(float)), *arr[3] = {tr->params, tr->m, tr->v};
-        MT_ASSERT(full, "no memory for the %lld floats of the stage's slices", 3 * (long long)tr->nfloats);
+        int64_t len = tr->tc.params_len;
+        float *full = calloc(3 * (size_t)tr->nfloats + 2 * (size_t)len, sizeof(float));
+        MT_ASSERT(full, "no memory for the %lld floats of the stage's slices", 3 * (long long)tr->nfloats + 2 * len);
         for (int k = 0; k < 3; k++)
             state[k] = full + k * tr->nfloats;
+        float *arr[3] = {tr->params, full + 3 * tr->nfloats, full + 3 * tr->nfloats + len};
+        if (gather) /* the stage's moments whole (ZeRO-1 shards them over dp) */
+            mt_pipe_gather_moments(pp, arr[1], arr[2]);
         for (int q = 0; gather && q < tr->nparams; q++) {
             int64_t b, e, at = mt_pipe_piece(pp, q, 0, &b, &e);
             for (int k = 0; at >= 0 && k < 3; k++)
@@ -297,12 +302,13 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, MtComm *c, const
     }
     if (pp) { /* with --dp, every copy of the pipeline holds the same state: the first one writes */
         int w = mt_comm_group_rank(c, MT_GROUP_DP) == 0;
-        MtPipeInner in = {pp, mt_tpe_piece, tp, 0}; /* with --tp: the stage's slices */
+        MtPipeInner in = {pp, mt_tpe_piece, tp, 0, 0}, sh = {pp, mt_tpe_piece, tp, 0, 1}; /* --tp: the slices */
         MtCkptPieces fn = !w ? NULL : tp ? mt_pipe_inner_piece : mt_pipe_piece;
         void *ctx = tp ? (void *)&in : (void *)pp;
         int z1 = pp->o.zero1_dp > 1; /* ZeRO-1: every copy writes the moments of its chunks */
-        s = par_save(c, dir, &tc->cfg, tp ? tp->whole : tr->table, tr->nparams, &ts, fn, ctx,
-                     z1 ? mt_pipe_shard_piece : fn, z1 ? (void *)pp : ctx, P, M, V);
+        MtCkptPieces mfn = !z1 ? fn : tp ? mt_pipe_inner_piece : mt_pipe_shard_piece;
+        s = par_save(c, dir, &tc->cfg, tp ? tp->whole : tr->table, tr->nparams, &ts, fn, ctx, mfn,
+                     !z1 ? ctx : tp ? (void *)&sh : (void *)pp, P, M, V);
     } else if (tp) { /* with --dp, every dp replica holds the same slices: the first one writes */
         float *state[3];
         full = tp_whole_state(tr, dp, NULL, state, 1);

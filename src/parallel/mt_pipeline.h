@@ -148,6 +148,9 @@ int64_t mt_pipe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
  * (tensor parallelism), fn names its pieces (offsets in the trainer's table layout) and
  * whole is the checkpoint's table; else both NULL. */
 MtStatus mt_pipe_load(MtPipe *p, const char *dir, const MtParam *whole, MtCkptPieces fn, void *ctx);
+/* The stage's whole AdamW moments, laid out as its parameters (params_len floats each):
+ * with ZeRO-1 gathered over dp (collective), else copied. */
+void mt_pipe_gather_moments(MtPipe *p, float *m, float *v);
 /* With ZeRO-1 over copies: the moments' pieces this rank holds (its chunks of its units). */
 int64_t mt_pipe_shard_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
 /* fn's pieces (ctx) of the tensors this rank owns, moved to its arrays (replica: of the
@@ -158,6 +161,7 @@ typedef struct {
     MtCkptPieces fn;
     void *ctx;
     int replica;
+    int shard; /* ZeRO-1: the part of each piece in this rank's chunk, placed in its shard */
 } MtPipeInner;
 int64_t mt_pipe_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
 /* World rank of pipeline rank r of the first copy (the mesh puts pp slowest: the world's

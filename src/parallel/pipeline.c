@@ -791,11 +791,21 @@ static double tp_norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
     req_done(p, wte, 1); /* the first stage's wte gradient */
     clock_in(p, t);
     memset(mine, 0, sizeof(double) * (size_t)(n + 1));
+    double *blocks = p->block_sums + (int64_t)p->rank * (p->max_blocks + 1);
+    if (p->o.zero1_dp > 1) /* ZeRO-1: the reduced gradient is in the dp ranks' chunks */
+        zero1_blocks(p, blocks, wte);
     for (int q = 0; q < n; q++) {
         int64_t b, e, at = mt_pipe_piece(p, q, 0, &b, &e);
         if (at < 0)
             continue;
-        MtParam here = tr->table[q];
+        const MtParam *t = &tr->table[q];
+        if (p->o.zero1_dp > 1) { /* one slice per rank (K = N): its blocks in order (every tensor starts one) */
+            const double *bs = blocks + p->unit_block[t->unit] + (t->offset - tr->unit_lo[t->unit]) / MT_NORM_BLOCK;
+            for (int64_t k = 0; k * MT_NORM_BLOCK < t->numel; k++)
+                mine[q] += bs[k];
+            continue;
+        }
+        MtParam here = *t;
         here.offset = at;
         mt_tp_sumsq_parts(&here, 1, tr->grads, tp->K / tp->N, &mine[q]);
     }
@@ -837,6 +847,20 @@ static void zero1_update(MtPipe *p, double norm, float lr)
     for (int i = 0; i < m->nunits; i++)
         mt_allgather(p->c, MT_GROUP_DP, tr->params + mt_shard_chunk_lo(m, i), tr->params + m->lo[i], m->len[i]);
     clock_in(p, t);
+}
+
+void mt_pipe_gather_moments(MtPipe *p, float *m, float *v)
+{
+    const MtShardMap *z = &p->zmap;
+    if (p->o.zero1_dp <= 1) {
+        memcpy(m, p->tr->m, sizeof(float) * (size_t)p->tr->tc.optim_len);
+        memcpy(v, p->tr->v, sizeof(float) * (size_t)p->tr->tc.optim_len);
+        return;
+    }
+    for (int i = 0; i < z->nunits; i++) {
+        mt_allgather(p->c, MT_GROUP_DP, p->tr->m + z->shard_off[i], m + z->lo[i], z->len[i]);
+        mt_allgather(p->c, MT_GROUP_DP, p->tr->v + z->shard_off[i], v + z->lo[i], z->len[i]);
+    }
 }
 
 int64_t mt_pipe_shard_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
@@ -1013,20 +1037,39 @@ int64_t mt_pipe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
 int64_t mt_pipe_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
 {
     const MtPipeInner *x = ctx;
-    const MtParam *t = &x->p->tr->table[q];
-    int64_t b, e, base = x->replica ? (q == 0 ? 0 : -1) : mt_pipe_piece((void *)x->p, q, 0, &b, &e);
+    const MtPipe *p = x->p;
+    const MtParam *t = &p->tr->table[q];
+    int64_t b, e, base = x->replica ? (q == 0 ? 0 : -1) : mt_pipe_piece((void *)p, q, 0, &b, &e);
     if (base < 0)
         return -1;
     int64_t at = x->fn(x->ctx, q, k, begin, end);
-    return at < 0 ? -1 : base + (at - t->offset);
+    if (at < 0)
+        return -1;
+    int64_t L = base + (at - t->offset); /* where the piece sits in the stage's arrays */
+    if (!x->shard)
+        return L;
+    const MtShardMap *m = &p->zmap; /* ZeRO-1: only the part in this rank's chunk, from its shard */
+    for (int i = 0; i < m->nunits; i++)
+        if (p->zunit[i] == t->unit) {
+            int64_t cl = mt_shard_chunk_lo(m, i), lo = L > cl ? L : cl;
+            int64_t hi = L + (*end - *begin) < cl + m->chunk[i] ? L + (*end - *begin) : cl + m->chunk[i];
+            *begin += lo - L;
+            *end = lo < hi ? *begin + (hi - lo) : *begin; /* empty: the next piece may still be here */
+            return lo < hi ? m->shard_off[i] + (lo - cl) : 0;
+        }
+    return -1;
 }
 
 MtStatus mt_pipe_load(MtPipe *p, const char *dir, const MtParam *whole, MtCkptPieces fn, void *ctx)
 {
     MtTrainer *tr = p->tr;
-    if (fn) { /* another technique's pieces inside the stages */
-        MtPipeInner in = {p, fn, ctx, 0}, rep = {p, fn, ctx, 1};
-        MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &in, tr->params, tr->m, tr->v));
+    if (fn) { /* another technique's pieces inside the stages (with ZeRO-1, the moments' chunks) */
+        int z = p->o.zero1_dp > 1;
+        MtPipeInner in = {p, fn, ctx, 0, 0}, rep = {p, fn, ctx, 1, 0}, sh = {p, fn, ctx, 0, 1};
+        MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &in, tr->params, z ? NULL : tr->m,
+                                   z ? NULL : tr->v));
+        if (z)
+            MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &sh, NULL, tr->m, tr->v));
         if (p->wte)
             MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &rep, p->wte, p->wte_m, p->wte_v));
         return MT_OK;
