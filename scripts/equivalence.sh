@@ -9,15 +9,13 @@
 # 1 if any layout differs or fails.
 #
 # Blocks: each layout runs with --tp-blocks 8 (every split sum as 8 fixed blocks) and is
-# compared with one rank run with --tp-blocks 8, where the layout supports it: zb pipelines
-# without tp run the plain arithmetic against the plain run (the split backward has no
-# blocked form yet), and ZeRO runs --tp-blocks tp (one slice per tp rank; none without tp)
-# against one rank with the same.
+# compared with one rank run with --tp-blocks 8, except ZeRO, which runs --tp-blocks tp (one
+# slice per tp rank; none without tp) against one rank with the same.
 #
 # --quick: a representative subset (the test suite runs it): the three-way hybrid with
 # recomputation, FSDP x tp with sequence parallelism, hybrid-sharded ZeRO-2, dp x pp zb
-# with full recomputation, ZeRO-1 over interleaved pipeline copies, and two layouts not
-# built yet.  MT_BIN (default
+# with full recomputation, ZeRO-1 over interleaved pipeline copies, tp x pp zb, and two
+# layouts not built yet.  MT_BIN (default
 # build/meshtrain) and MT_DIFF (build/prog_stdiff) name the binaries.  Test hook:
 # MT_EQ_MUTATE=1 runs the layouts (not the references) with tensor parallelism's blocks
 # summed left to right, which the matrix must report.
@@ -48,12 +46,11 @@ nrows=0 nsame=0 ndiff=0 nref=0 nfail=0
 t_start=$(date +%s)
 printf '%-84s %5s %3s  %s\n' layout ranks K result
 row() { # flags...: one layout against its reference
-  local flags="$*" k=8 dp=1 tp=1 pp=1 zero=0 sched=1f1b
+  local flags="$*" k=8 dp=1 tp=1 pp=1 zero=0
   while [ $# -gt 0 ]; do
-    case $1 in --dp) dp=$2 ;; --tp) tp=$2 ;; --pp) pp=$2 ;; --zero) zero=$2 ;; --schedule) sched=$2 ;; esac
+    case $1 in --dp) dp=$2 ;; --tp) tp=$2 ;; --pp) pp=$2 ;; --zero) zero=$2 ;; esac
     shift
   done
-  [ $pp -gt 1 ] && [ $sched = zb ] && [ $tp = 1 ] && k=0
   [ $zero -gt 0 ] && k=$([ $tp -gt 1 ] && echo $tp || echo 0)
   local kflag="" ranks=$((dp * tp * pp))
   [ $k -gt 0 ] && kflag="--tp-blocks $k"
@@ -91,6 +88,7 @@ if [ $quick = 1 ]; then
   row --dp 2 --pp 2 --schedule zb --recompute full
   row --dp 2 --pp 2 --zero 1 --schedule interleaved --virtual-stages 2
   row --tp 2 --pp 2 --schedule zb
+  row --tp 2 --pp 2 --sequence-parallel
   row --dp 2 --pp 2 --zero 2
 else
   rc_i=0

@@ -47,9 +47,6 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
     MtStatus s = mt_layout_check(&l, world, cfg->NH, cfg->L, a->zero, a->schedule);
     if (s != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
-    if ((a->tp > 1 || a->tp_blocks != 0) && a->pp > 1 && mt_schedule_split(mt_schedule_kind(a->schedule)))
-        return mt_error(MT_EINPUT, "meshtrain train: --schedule %s with --tp: the split backward (B and W apart) has no "
-                        "tensor-parallel form yet (issue 10); use 1f1b, interleaved, gpipe or naive", a->schedule);
     if (a->seqpar && a->pp > 1)
         return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel inside a pipeline is not built yet (issue 10): "
                         "stages send whole rows; drop it or --pp");

@@ -485,8 +485,11 @@ void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtAc
     /* the gradients W reads are computed straight into the stash; only the running dres is copied */
     float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * 4 * C,
           *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C, *s_ln1 = s_qkv + (int64_t)N * 3 * C;
-    MT_ASSERT(!a->tp, "the split backward (zero-bubble schedules) does not run tensor-parallel yet");
     recompute(cfg, w, a, l, x);
+    if (a->tp) {
+        mt_tp_block_backward_input(cfg, bw, a, l, x, stash);
+        return;
+    }
     memcpy(s_res3, a->dres, sizeof(float) * (size_t)N * C);
     mt_matmul_backward(s_fch, NULL, NULL, a->dres, a->fch_gelu[l], bw->fcprojw, N, 4 * C, C, 0);
     POLL(a);
@@ -513,6 +516,10 @@ void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *w, con
     int B = a->B, T = a->T, C = cfg->C, N = B * T;
     const MtBlockWeights *bg = &g->h[l];
     int add = !g->fresh;
+    if (a->tp) {
+        mt_tp_block_backward_weight(cfg, bg, a, l, x, stash, add);
+        return;
+    }
     const float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * 4 * C,
                 *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C,
                 *s_ln1 = s_qkv + (int64_t)N * 3 * C;
@@ -532,6 +539,10 @@ void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *w, con
 
 void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x, float *stash)
 {
+    if (a->tp) {
+        mt_tp_head_backward_input(cfg, w, a, x, stash);
+        return;
+    }
     int N = a->B * a->T, C = cfg->C;
     mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, stash, C, 0); /* dlnf, kept for W */
     memset(a->dres, 0, sizeof(float) * (size_t)N * C);
@@ -541,6 +552,10 @@ void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtAct
 void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, const float *x,
                                    const float *stash)
 {
+    if (a->tp) { /* its row-block sums use the set's scratch */
+        mt_tp_head_backward_weight(cfg, g, (MtActs *)a, x, stash);
+        return;
+    }
     int N = a->B * a->T, C = cfg->C;
     mt_gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
     mt_layernorm_backward(NULL, g->lnfw, g->lnfb, stash, x, NULL, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);

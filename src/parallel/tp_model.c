@@ -300,3 +300,83 @@ void mt_tp_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs 
         mt_tp_embed_backward_rows(dwte, d, tokens, lo.v0, lo.Vl, N, C);
     mt_encoder_backward(NULL, dwpe, d, tokens, a->B, a->T, C); /* wpe (replicated) as on one device */
 }
+
+/* ---- the split backward (zero-bubble schedules): B, the input gradients, stashing what W
+ * needs; W, the weight gradients from the stash.  The same calls on the same inputs as
+ * mt_tp_block_backward and mt_tp_head_backward, so the same bits.  Stash of a block, in
+ * floats: dres at the MLP (N C), the GELU gradient (N Fl), ln2's input gradient (N C), dres
+ * at attention (N C), the q | k | v gradient (N 3 Cl), ln1's input gradient (N C). ---- */
+
+void mt_tp_block_backward_input(const MtConfig *cfg, const MtBlockWeights *w, MtActs *a, int l, const float *x,
+                                float *stash)
+{
+    int B = a->B, T = a->T, C = cfg->C, N = B * T;
+    MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
+    int nb = a->tp->K / a->tp->N;
+    MT_ASSERT(!a->tp->seqpar, "the split backward does not run with sequence parallelism yet");
+    float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * lo.Fl,
+          *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C, *s_ln1 = s_qkv + (int64_t)N * 3 * lo.Cl;
+    memcpy(s_res3, a->dres, sizeof(float) * (size_t)N * C);
+    mt_matmul_backward(s_fch, NULL, NULL, a->dres, a->fch_gelu[l], w->fcprojw, N, lo.Fl, C, 0);
+    POLL(a);
+    mt_gelu_backward(s_fch, a->fch[l], s_fch, (int64_t)N * lo.Fl);
+    mt_tp_colpar_dinp(a->dln, a->tptmp, s_fch, w->fcw, N, C, lo.Fl, nb, 0);
+    const float *dln = reduce_dinp(a, N, C);
+    memcpy(s_ln2, dln, sizeof(float) * (size_t)N * C);
+    mt_layernorm_backward(a->dres, NULL, NULL, dln, a->res2[l], w->ln2w, a->ln2_mean[l], a->ln2_rstd[l], N, C, 1);
+    memcpy(s_res2, a->dres, sizeof(float) * (size_t)N * C);
+    POLL(a);
+    mt_matmul_backward(a->datty, NULL, NULL, a->dres, a->atty[l], w->attprojw, N, lo.Cl, C, 0);
+    POLL(a);
+    mt_attention_backward(s_qkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
+    POLL(a);
+    mt_tp_colpar_dinp(a->dln, a->tptmp, s_qkv, w->qkvw, N, C, 3 * lo.Cl, nb, 1);
+    dln = reduce_dinp(a, N, C);
+    memcpy(s_ln1, dln, sizeof(float) * (size_t)N * C);
+    mt_layernorm_backward(a->dres, NULL, NULL, dln, x, w->ln1w, a->ln1_mean[l], a->ln1_rstd[l], N, C, 1);
+    POLL(a);
+}
+
+void mt_tp_block_backward_weight(const MtConfig *cfg, const MtBlockWeights *g, MtActs *a, int l, const float *x,
+                                 const float *stash, int add)
+{
+    int N = a->B * a->T, C = cfg->C;
+    MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
+    const float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * lo.Fl,
+                *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C,
+                *s_ln1 = s_qkv + (int64_t)N * 3 * lo.Cl;
+    mt_matmul_backward(NULL, g->fcprojw, NULL, s_res3, a->fch_gelu[l], NULL, N, lo.Fl, C, add * MT_ADD_DW);
+    rows_grads(a, 0, NULL, g->fcprojb, s_res3, NULL, NULL, NULL, N, C, add);
+    POLL(a);
+    mt_matmul_backward(NULL, g->fcw, g->fcb, s_fch, a->ln2[l], NULL, N, C, lo.Fl, add * MT_ADD_DW);
+    rows_grads(a, 1, g->ln2w, g->ln2b, s_ln2, a->res2[l], a->ln2_mean[l], a->ln2_rstd[l], N, C, add);
+    POLL(a);
+    mt_matmul_backward(NULL, g->attprojw, NULL, s_res2, a->atty[l], NULL, N, lo.Cl, C, add * MT_ADD_DW);
+    rows_grads(a, 0, NULL, g->attprojb, s_res2, NULL, NULL, NULL, N, C, add);
+    POLL(a);
+    mt_matmul_backward(NULL, g->qkvw, g->qkvb, s_qkv, a->ln1[l], NULL, N, C, 3 * lo.Cl, add * MT_ADD_DW);
+    rows_grads(a, 1, g->ln1w, g->ln1b, s_ln1, x, a->ln1_mean[l], a->ln1_rstd[l], N, C, add);
+    POLL(a);
+}
+
+void mt_tp_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x, float *stash)
+{
+    int N = a->B * a->T, C = cfg->C;
+    MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
+    MT_ASSERT(!a->tp->seqpar, "the split backward does not run with sequence parallelism yet");
+    const float *dlnf = colpar_vocab(a, w->wte, N, C, (int)lo.Vl);
+    memcpy(stash, dlnf, sizeof(float) * (size_t)N * C); /* kept for W */
+    memset(a->dres, 0, sizeof(float) * (size_t)N * C);
+    mt_layernorm_backward(a->dres, NULL, NULL, dlnf, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C, 1);
+    POLL(a);
+}
+
+void mt_tp_head_backward_weight(const MtConfig *cfg, const MtWeights *g, MtActs *a, const float *x, const float *stash)
+{
+    int N = a->B * a->T, C = cfg->C;
+    MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
+    int Vl = (int)lo.Vl;
+    mt_gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
+    rows_grads(a, 1, g->lnfw, g->lnfb, stash, x, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
+    POLL(a);
+}
