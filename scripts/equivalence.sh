@@ -88,7 +88,7 @@ if [ $quick = 1 ]; then
   row --dp 2 --pp 2 --schedule zb --recompute full
   row --dp 2 --pp 2 --zero 1 --schedule interleaved --virtual-stages 2
   row --tp 2 --pp 2 --schedule zb
-  row --tp 2 --pp 2 --sequence-parallel
+  row --tp 2 --pp 2 --sequence-parallel --schedule zb
   row --dp 2 --pp 2 --zero 2
 else
   rc_i=0

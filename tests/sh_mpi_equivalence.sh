@@ -2,7 +2,7 @@
 # The equivalence matrix script (scripts/equivalence.sh --quick, the suite's subset: the
 # three-way dp x tp x pp with recomputation, FSDP x tp with sequence parallelism, hybrid-
 # sharded ZeRO-2, dp x pp zb with full recomputation, ZeRO-1 over interleaved pipeline
-# copies, tp x pp zb, and sequence parallelism in a pipeline and ZeRO-2 over pipeline
+# copies, tp x pp zb, and sequence parallelism in a zb pipeline and ZeRO-2 over pipeline
 # copies, not built yet) reports each layout against one rank and exits 0;
 # with tensor parallelism's blocks summed left to right in the layouts (its test hook) it
 # reports the difference and exits 1.

@@ -109,6 +109,7 @@ typedef struct {
     float **hslot, **eland;
     MtRequest **ereq;
     int *h_mb, *e_posted, nh, wtstep, e_next, e_due;
+    float *erows;                       /* sequence parallelism, first rank: the embedding's rows for SEND_E */
     float *leaf_loss;
     float loss;                         /* the last rank's: the step's (over the copies) */
     double *block_sums;                 /* (max_blocks + 1) x P */

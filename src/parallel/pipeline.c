@@ -96,7 +96,15 @@ static int max_landing(const MtPipe *p)
     return peak;
 }
 
-static int64_t rows(const MtPipe *p) { return (int64_t)p->tr->tc.micro * p->tr->tc.seq * p->tr->tc.cfg.C; }
+/* floats of a micro-batch's residual stream on this rank (what crosses a stage boundary:
+ * with sequence parallelism a tp rank's rows), and of all its rows (the embedding's rows
+ * that go from the first stage to the last) */
+static int64_t erows(const MtPipe *p) { return (int64_t)p->tr->tc.micro * p->tr->tc.seq * p->tr->tc.cfg.C; }
+static int64_t rows(const MtPipe *p)
+{
+    const MtTpCtx *tp = p->tr->tc.tp;
+    return tp && tp->seqpar ? erows(p) / tp->N : erows(p);
+}
 
 int64_t mt_pipe_stash_floats(const MtPipe *p, int c)
 {
@@ -212,9 +220,11 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         if (!p->hslot || !p->eland || !p->ereq || !p->h_mb || !p->e_posted)
             goto oom;
         for (int i = 0; i < p->nh; i++)
-            if (!(p->hslot[i] = alloc_f(p, MT_MEM_GRADS, VC)) || !(p->eland[i] = alloc_f(p, MT_MEM_OTHER, rows(p))))
+            if (!(p->hslot[i] = alloc_f(p, MT_MEM_GRADS, VC)) || !(p->eland[i] = alloc_f(p, MT_MEM_OTHER, erows(p))))
                 goto oom;
     }
+    if (p->rank == 0 && tc->tp && tc->tp->seqpar && !(p->erows = alloc_f(p, MT_MEM_OTHER, erows(p))))
+        goto oom;
     /* transfers: landing buffers for the receives outstanding at once, one buffer per send */
     p->nland = max_landing(p);
     for (int i = 0; i < p->nlist; i++)
@@ -231,7 +241,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         if (!(p->land[i] = alloc_f(p, MT_MEM_OTHER, rows(p))))
             goto oom;
     for (int i = 0; i < p->nsend; i++)
-        if (!(p->sendb[i] = alloc_f(p, MT_MEM_OTHER, rows(p))))
+        if (!(p->sendb[i] = alloc_f(p, MT_MEM_OTHER, erows(p)))) /* the embedding's rows are the largest */
             goto oom;
     /* who owns each unit's norm blocks, and where they sit in its list of block sums */
     for (int r = 0; r < p->P; r++) {
@@ -308,12 +318,12 @@ void mt_pipe_free(MtPipe *p)
         free_f(p, MT_MEM_GRADS, p->wbuf[i], VC);
     for (int i = 0; i < p->nh; i++) {
         free_f(p, MT_MEM_GRADS, p->hslot ? p->hslot[i] : NULL, VC);
-        free_f(p, MT_MEM_OTHER, p->eland ? p->eland[i] : NULL, rows(p));
+        free_f(p, MT_MEM_OTHER, p->eland ? p->eland[i] : NULL, erows(p));
     }
     for (int i = 0; i < p->nland; i++)
         free_f(p, MT_MEM_OTHER, p->land[i], rows(p));
     for (int i = 0; i < p->nsend; i++)
-        free_f(p, MT_MEM_OTHER, p->sendb[i], rows(p));
+        free_f(p, MT_MEM_OTHER, p->sendb[i], erows(p));
     free(p->hslot);
     free(p->eland);
     free(p->ereq);
@@ -330,6 +340,8 @@ void mt_pipe_free(MtPipe *p)
     free(p->leaf_loss);
     free(p->block_sums);
     free(p->tparts);
+    if (p->erows)
+        free_f(p, MT_MEM_OTHER, p->erows, erows(p));
     free(p->zblocks);
     if (p->gshard)
         free_f(p, MT_MEM_GRADS, p->gshard, p->zmap.shard_len);
@@ -412,13 +424,13 @@ static int take_land(MtPipe *p, int recv_kind, const MtAction *a)
     return -1;
 }
 
-static void send(MtPipe *p, MtGroupKind g, int peer, int t, const float *x)
+static void send(MtPipe *p, MtGroupKind g, int peer, int t, const float *x, int64_t n)
 {
     MT_ASSERT(p->send_next < p->nsend, "more sends than the list holds");
     float *b = p->sendb[p->send_next];
-    memcpy(b, x, sizeof(float) * (size_t)rows(p));
+    memcpy(b, x, sizeof(float) * (size_t)n);
     double t0 = mt_now();
-    p->send_req[p->send_next++] = mt_isend(p->c, g, b, rows(p), peer, t);
+    p->send_req[p->send_next++] = mt_isend(p->c, g, b, n, peer, t);
     /* A peer already waiting for this gets it now, not at our next poll a kernel later (a
      * large message needs the sender's progress after the receiver answers): measured here,
      * 1F1B's bubble fell by about 1.5 points (4 of 4 interleaved pairs). */
@@ -617,8 +629,11 @@ static void backward(MtPipe *p, const MtAction *a, int split)
     }
     if (ch->embed && split)
         memcpy(stash(p, ch, slot, STASH_EMBED), s->dres, sizeof(float) * (size_t)rows(p));
-    else if (ch->embed) /* wpe here; the token rows go to the last rank (SEND_E) */
+    else if (ch->embed) { /* wpe here; the token rows go to the last rank (SEND_E) */
         mt_model_embed_backward(cfg, NULL, gv.wpe, s, tokens_of(p, a->mb));
+        if (p->erows) /* sequence parallelism: all rows, as the embedding's backward gathered them */
+            memcpy(p->erows, s->tpfull, sizeof(float) * (size_t)erows(p));
+    }
     if (!split)
         leaf_end(p, ch, a->mb);
     busy(p, t0, MT_ACT_B, a);
@@ -670,13 +685,14 @@ static void run(MtPipe *p, const MtAction *a)
         weights(p, a);
         break;
     case MT_ACT_SEND_F:
-        send(p, MT_GROUP_PP, (a->stage + 1) % p->P, tag(TAG_F, a->mb), ch->sets[ch->slot[a->mb]].res3[ch->l1 - 1]);
+        send(p, MT_GROUP_PP, (a->stage + 1) % p->P, tag(TAG_F, a->mb), ch->sets[ch->slot[a->mb]].res3[ch->l1 - 1],
+             rows(p));
         break;
     case MT_ACT_SEND_B:
-        send(p, MT_GROUP_PP, (a->stage - 1) % p->P, tag(TAG_B, a->mb), p->scratch.dres);
+        send(p, MT_GROUP_PP, (a->stage - 1) % p->P, tag(TAG_B, a->mb), p->scratch.dres, rows(p));
         break;
     case MT_ACT_SEND_E:
-        send(p, MT_GROUP_EMBED, 1, tag(TAG_E, a->mb), p->scratch.dres);
+        send(p, MT_GROUP_EMBED, 1, tag(TAG_E, a->mb), p->erows ? p->erows : p->scratch.dres, erows(p));
         break;
     case MT_ACT_RECV_E: {
         int h = 0;
@@ -684,7 +700,7 @@ static void run(MtPipe *p, const MtAction *a)
             h++;
         MT_ASSERT(h < p->nh, "no head gradient of micro-batch %d awaits rows", a->mb);
         double t = mt_now();
-        p->ereq[h] = mt_irecv(p->c, MT_GROUP_EMBED, p->eland[h], rows(p), 0, tag(TAG_E, a->mb));
+        p->ereq[h] = mt_irecv(p->c, MT_GROUP_EMBED, p->eland[h], erows(p), 0, tag(TAG_E, a->mb));
         p->e_posted[h] = 1;
         clock_in(p, t);
         break;
@@ -993,7 +1009,7 @@ double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin)
     int64_t done = 0;
     while (done < nwin) {
         int b = mt_trainer_windows(tr, data, done, nwin);
-        int64_t n = (int64_t)b * T * tc->cfg.C;
+        int64_t n = (int64_t)b * T * tc->cfg.C / (tc->tp && tc->tp->seqpar ? tc->tp->N : 1); /* this rank's rows */
         for (int stage = p->rank; stage < p->S; stage += p->P) {
             MtPipeChunk *ch = &p->ch[stage / p->P];
             MtActs a = ch->sets[0]; /* same buffers, fewer rows */
