@@ -5,8 +5,9 @@
 # recomputation none / attn / full in turn; hybrid sharding on dp >= 4 for ZeRO 2 and 3),
 # each compared with one rank: its losses, model.safetensors and optimizer.safetensors.
 # Prints one row per layout: bit-identical, the largest relative difference of a tensor
-# (prog_stdiff), refused (the layout's one-line reason: not built yet), or failed; exits
-# 1 if any layout differs or fails.
+# (prog_stdiff), refused (the layout's one-line reason: not built yet), or failed; and for
+# a run, whether every rank's parameter, gradient and optimizer bytes (the log's mem) are
+# what mt_plan_memory predicts (`train --plan`).  Exits 1 if any layout differs or fails.
 #
 # Blocks: each layout runs with --tp-blocks 8 (every split sum as 8 fixed blocks) and is
 # compared with one rank run with --tp-blocks 8, except ZeRO, which runs --tp-blocks tp (one
@@ -33,6 +34,20 @@ $MT_BIN prepare --input "$W/text.txt" --out "$W/data" > /dev/null || exit 1
 model="--data $W/data --layers 8 --heads 8 --dim 64 --seq-len 16 --batch-size 16 --micro-batch-size 1 --steps 10
        --warmup 2 --lr 3e-3 --eval-every 0 --log-every 0 --seed 5 --threads 1"
 losses() { grep -o '"loss": [^,]*' "$1" | cut -d' ' -f2; }
+# plan_ok log flags...: every rank's params, grads and optimizer bytes in the run's last
+# logged step equal what `train --plan` (mt_plan_memory) predicts for the layout
+plan_ok() {
+  local log=$1 r=0 want got
+  shift
+  $MT_BIN train $model "$@" --plan > "$W/plan.out" 2>&1 || return 1
+  local line=$(tail -1 "$log")
+  while read -r _ _ _ _ p _ g _ o _; do
+    r=$((r + 1))
+    got=$(for k in params grads optimizer; do echo "$line" | grep -o "\"$k\": [0-9]*" | sed -n "${r}p" | cut -d' ' -f2; done | tr '\n' ' ')
+    [ "$got" = "$p $g $o " ] || return 1
+  done < "$W/plan.out"
+  [ $r -gt 0 ]
+}
 
 # one-rank references: plain, and K = 2, 4, 8 blocks
 for k in 0 2 4 8; do
@@ -73,6 +88,12 @@ row() { # flags...: one layout against its reference
        && cmp -s "$W/ref$k/optimizer.safetensors" "$W/run/optimizer.safetensors"; then
     result="bit-identical"
     nsame=$((nsame + 1))
+    if plan_ok "$W/run.jsonl" $flags $kflag; then
+      result="$result, memory as planned"
+    else
+      result="$result, MEMORY NOT AS PLANNED: $(tr '\n' ' ' < "$W/plan.out")"
+      nfail=$((nfail + 1))
+    fi
   else
     result="DIFFERS: max relative $($MT_DIFF "$W/run/model.safetensors" "$W/ref$k/model.safetensors" | head -2 | tr '\n' ' ')"
     ndiff=$((ndiff + 1))

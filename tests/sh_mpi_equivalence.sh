@@ -12,7 +12,20 @@ rc=0
 bash scripts/equivalence.sh --quick > "$T/eq.out" 2>&1 || rc=$?
 cat "$T/eq.out"
 [ $rc -eq 0 ] && pass || fail "the matrix subset exited $rc"
-[ "$(grep -c ' bit-identical (' "$T/eq.out")" -eq 6 ] && pass || fail "want 6 bit-identical layouts"
+[ "$(grep -c ' bit-identical, memory as planned (' "$T/eq.out")" -eq 6 ] && pass \
+  || fail "want 6 bit-identical layouts, each rank's memory as mt_plan_memory predicts"
+# the plan itself: ZeRO-1 over 2 ranks holds half the moments, FSDP also half the parameters
+# (plus its unit slots), a pipeline stage its own units
+plan() { $MT_BIN train --data "$T/data" --layers 4 --heads 4 --dim 64 --seq-len 16 --batch-size 4 "$@" --plan; }
+make_text "$T/text.txt"
+$MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
+one=$(plan | awk '{print $5, $9}') z1=$(plan --dp 2 --zero 1 | head -1 | awk '{print $5, $9}')
+read -r p1 o1 <<< "$one"
+read -r pz oz <<< "$z1"
+[ "$o1" = $((2 * p1)) ] && [ "$pz" -ge "$p1" ] && [ "$oz" -lt "$o1" ] && [ "$oz" -ge $((p1)) ] && pass \
+  || fail "plan: one rank params $p1 optimizer $o1; ZeRO-1 dp 2 params $pz optimizer $oz"
+[ "$(plan --pp 2 | wc -l)" -eq 2 ] && [ "$(plan --pp 2 | head -1 | awk '{print $5}')" -lt "$p1" ] && pass \
+  || fail "plan: a pp 2 stage does not hold less than the whole model: $(plan --pp 2 | tr '\n' ' ')"
 [ "$(grep -c ' refused: .*(issue 10)' "$T/eq.out")" -eq 2 ] && pass || fail "want 2 layouts refused as not built yet (issue 10)"
 grep -q "8 layouts: 6 bit-identical, 0 different, 2 refused (exit 2" "$T/eq.out" && pass || fail "no summary line"
 rc=0

@@ -12,6 +12,7 @@
 #include "mt_comm.h"
 #include "mt_dp.h"
 #include "mt_pipeline.h"
+#include "mt_plan.h"
 #include "mt_tp_engine.h"
 #include "mt_launch.h"
 #include "mt_cli.h"
@@ -25,7 +26,7 @@ typedef struct {
     const char *data, *save, *resume, *log_json, *trace;
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
-    int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks;
+    int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks, plan;
     float comm_timeout, bucket_mb;
     const char *schedule, *stage_layers, *recompute_mode;
     uint64_t seed;
@@ -446,6 +447,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"microbatches", FLAG_INT, &a.microbatches, "pipeline micro-batches"},
         {"virtual-stages", FLAG_INT, &a.vstages, "interleaved stages per rank"},
         {"sequence-parallel", FLAG_BOOL, &a.seqpar, "sequence parallelism with TP"},
+        {"plan", FLAG_BOOL, &a.plan, "print each rank's planned bytes (mt_plan_memory) and exit"},
         {"tp-blocks", FLAG_INT, &a.tp_blocks, "bit-exact TP: every split sum as K fixed blocks (a power of two, a multiple of --tp; 0: K = --tp)"},
         {"recompute", FLAG_STR, &a.recompute_mode, "activation recomputation: none attn full"},
         {"stage-layers", FLAG_STR, &a.stage_layers, "blocks per pipeline stage, e.g. 3,2,2 (default: even, first stages take the extra)"},
@@ -561,6 +563,17 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     if (tc.batch % tc.micro == 0 && (s = mt_dp_check(a.dp, tc.batch / tc.micro)) != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+    if (a.plan) { /* every rank's bytes from the layout alone, before anything runs */
+        MtPlanLayout pl = {.dp = a.dp, .tp = a.tp, .pp = a.pp, .zero = a.zero, .shard = a.shard, .tp_blocks = a.tp_blocks,
+                           .seqpar = a.seqpar, .det = !a.fast_comm, .po = po};
+        for (int r = 0; r < a.dp * a.tp * a.pp; r++) {
+            int64_t b[MT_MEM_NCAT];
+            mt_plan_memory(&tc, &pl, r, b);
+            printf("plan rank %d: params %lld grads %lld optimizer %lld bytes\n", r, (long long)b[MT_MEM_PARAMS],
+                   (long long)b[MT_MEM_GRADS], (long long)b[MT_MEM_OPTIM]);
+        }
+        return 0;
+    }
     if (a.save && (s = check_save_dir(a.save)) != MT_OK)
         return mt_cli_fail(s);
     MtTokens train = {0}, val = {0};

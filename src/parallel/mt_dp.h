@@ -135,6 +135,12 @@ typedef struct {
 } MtDpSum;
 void mt_dp_sum(void *ctx, float *x, int64_t n);
 
+/* Bytes per memory category that the ZeRO stage adds to the trainer's arrays on a rank of
+ * the shard group (rank shard_rank of S; N dp ranks), for tc as mt_dp_configure left it:
+ * its unit gradient buffers, round trees and FSDP parameter slots, as mt_zero_init
+ * allocates them (added into bytes; mt_plan.h). */
+void mt_dp_plan(const MtTrainConfig *tc, int N, int S, int zero, int det, int shard_rank, int64_t bytes[MT_MEM_NCAT]);
+
 /* ---- between dp.c and zero.c ---- */
 double mt_dp_clock(MtDp *dp, double since); /* adds now - since to comm_s; returns now */
 void mt_dp_poll(MtDp *dp);

@@ -165,6 +165,12 @@ typedef struct {
     int shard; /* ZeRO-1: the part of each piece in this rank's chunk, placed in its shard */
 } MtPipeInner;
 int64_t mt_pipe_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
+/* Bytes per memory category the executor adds to the trainer's arrays on pipeline rank
+ * `rank` (dp_rank in its dp group), for tc as mt_pipe_configure left it: the tree's
+ * temporaries, the last rank's wte replica with its moments, tree and H_k slots, ZeRO-1's
+ * gradient chunks, as mt_pipe_init allocates them (added into bytes; mt_plan.h). */
+void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int dp_rank,
+                  int64_t bytes[MT_MEM_NCAT]);
 /* World rank of pipeline rank r of the first copy (the mesh puts pp slowest: the world's
  * ranks are P runs of world / P). */
 int mt_pipe_world_rank(const MtPipe *p, int r);

@@ -1102,3 +1102,47 @@ MtStatus mt_pipe_load(MtPipe *p, const char *dir, const MtParam *whole, MtCkptPi
         MT_TRY(mt_ckpt_load_range(dir, tr->table, tr->nparams, 0, tr->table[0].numel, p->wte, p->wte_m, p->wte_v));
     return MT_OK;
 }
+
+void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int dp_rank,
+                  int64_t bytes[MT_MEM_NCAT])
+{
+    int np = mt_param_count(&tc->cfg);
+    MtParam *t = calloc((size_t)np, sizeof *t);
+    MT_ASSERT(t, "out of memory");
+    int64_t total = mt_trainer_table(tc, t), ulo[MT_MAX_UNITS], uhi[MT_MAX_UNITS], end, VC = t[0].numel;
+    int nu = tc->cfg.L + 2;
+    for (int u = 0; u < nu; u++)
+        mt_unit_span(t, np, u, &ulo[u], &end);
+    for (int u = 0; u < nu; u++)
+        uhi[u] = u + 1 < nu ? ulo[u + 1] : total;
+    free(t);
+    int ngbuf = 1 + mt_tree_temps(o->M);
+    bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - 1) * tc->params_len; /* the tree's temporaries */
+    if (rank == P - 1) { /* the wte replica, its moments, its tree and the H_k awaiting rows */
+        MtSchedule s = {o->kind, P, o->M, o->V};
+        MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
+        MT_ASSERT(list, "out of memory");
+        int n = mt_schedule_build(&s, rank, list), nh = mt_schedule_peak_wte(&s, list, n);
+        free(list);
+        bytes[MT_MEM_PARAMS] += 4 * VC;
+        bytes[MT_MEM_OPTIM] += 8 * VC;
+        bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf + nh) * VC;
+    }
+    if (o->zero1_dp > 1) { /* the reduced gradient's chunks */
+        int64_t lo[MT_MAX_UNITS], hi[MT_MAX_UNITS], off = 0;
+        int k = 0;
+        for (int c = 0; c < o->V; c++) {
+            MtPipeChunk ch;
+            int uf, ul;
+            chunk_units(o, tc->cfg.L, P, rank, c, &ch, &uf, &ul);
+            for (int u = uf; u <= ul; u++, k++) {
+                lo[k] = off + (ulo[u] - ulo[uf]);
+                hi[k] = lo[k] + (uhi[u] - ulo[u]);
+            }
+            off += uhi[ul] - ulo[uf];
+        }
+        MtShardMap m;
+        MT_ASSERT(mt_shard_map(lo, hi, k, o->zero1_dp, dp_rank, &m) == 0, "the plan's stage is not aligned");
+        bytes[MT_MEM_GRADS] += 4 * m.shard_len;
+    }
+}

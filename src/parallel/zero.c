@@ -445,3 +445,32 @@ int64_t mt_dp_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
     *end = b - t->offset;
     return x->moments || dp->o.zero == 3 ? m->shard_off[u] + (a - clo) : a;
 }
+
+void mt_dp_plan(const MtTrainConfig *tc, int N, int S, int zero, int det, int shard_rank, int64_t bytes[MT_MEM_NCAT])
+{
+    if (zero == 0)
+        return;
+    int np = mt_param_count(&tc->cfg);
+    MtParam *t = calloc((size_t)np, sizeof *t);
+    MT_ASSERT(t, "out of memory");
+    int64_t total = mt_trainer_table(tc, t), lo[MT_MAX_UNITS], hi[MT_MAX_UNITS], end;
+    int nu = tc->cfg.L + 2;
+    for (int u = 0; u < nu; u++)
+        mt_unit_span(t, np, u, &lo[u], &end);
+    for (int u = 0; u < nu; u++)
+        hi[u] = u + 1 < nu ? lo[u + 1] : total;
+    free(t);
+    MtShardMap m;
+    MT_ASSERT(mt_shard_map(lo, hi, nu, S, shard_rank, &m) == 0, "the plan's table is not aligned for %d shards", S);
+    int M = tc->batch / tc->micro;
+    int64_t lens = m.len[0] + m.len[nu - 1] + 2 * m.max_block_len; /* as mt_zero_init allocates */
+    if (mt_dp_contiguous(zero, det, N, M)) {
+        int64_t most = 0;
+        for (int u = 0; u < nu; u++)
+            most = m.chunk[u] > most ? m.chunk[u] : most;
+        bytes[MT_MEM_GRADS] += 4 * most;
+    } else
+        bytes[MT_MEM_GRADS] += 4 * (lens + depth_of(M / N) * m.shard_len);
+    if (zero == 3)
+        bytes[MT_MEM_PARAMS] += 4 * lens;
+}

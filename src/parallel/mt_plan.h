@@ -1,0 +1,32 @@
+/* mt_plan.h - how many bytes a rank of a layout holds, without running it.
+ *
+ * mt_plan_memory(tc, layout, rank) configures a copy of tc as the training command does for
+ * that rank of the mesh (tensor parallelism's slices, the pipeline's stage, data
+ * parallelism's shards) and adds up what the trainer and each technique allocate: the
+ * parameters, gradients (with tree temporaries, ZeRO's unit buffers and round trees, the
+ * pipeline's tree and wte replica) and AdamW moments, per memory category, exactly as
+ * `mem` in the training log measures them.  Activations are not predicted here (their
+ * formulas are the techniques' own, README).  Pure: no MPI, no allocation of the state.
+ * The core of a layout planner: try layouts, keep those that fit.
+ */
+#ifndef MT_PLAN_H
+#define MT_PLAN_H
+
+#include "mt_mem.h"
+#include "mt_pipeline.h"
+#include "mt_train.h"
+
+typedef struct {
+    int dp, tp, pp;     /* the mesh (mt_mesh.h) */
+    int zero, shard;    /* --zero, --shard-size */
+    int tp_blocks;      /* --tp-blocks (0: none) */
+    int seqpar;         /* --sequence-parallel */
+    int det;            /* fixed-order reductions (not --fast-comm) */
+    MtPipeOptions po;   /* with pp > 1: as mt_pipe_check filled it for the whole step's M */
+} MtPlanLayout;
+
+/* Bytes per category (params, grads, optimizer; activations and other 0) of world rank
+ * `rank`; tc as the command line sets it before any technique configures it. */
+void mt_plan_memory(const MtTrainConfig *tc, const MtPlanLayout *l, int rank, int64_t bytes[MT_MEM_NCAT]);
+
+#endif
