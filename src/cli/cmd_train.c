@@ -285,12 +285,12 @@ static MtStatus par_save(MtComm *c, const char *dir, const MtConfig *cfg, const 
     return !bad ? MT_OK : root ? s : mt_error(MT_EIO, "rank 0 could not save %s", dir);
 }
 
-/* Saves a checkpoint: every rank writes its own part straight into the files (a tensor-
- * parallel rank under ZeRO first gathers its slices over dp).  Returns 0 or the exit status. */
+/* Saves a checkpoint: every rank writes its own part straight into the files, nothing
+ * gathered.  Returns 0 or the exit status. */
 static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, MtComm *c, const char *dir, int root)
 {
     const MtTrainConfig *tc = &tr->tc;
-    float *P = tr->params, *M = tr->m, *V = tr->v, *full = NULL;
+    float *P = tr->params, *M = tr->m, *V = tr->v;
     MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro, .seq = tc->seq,
                        .oc = tc->oc};
     int64_t before = mt_mem_rss_mark();
@@ -308,13 +308,15 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, MtComm *c, const
         MtCkptPieces mfn = !z1 ? fn : tp ? mt_pipe_inner_piece : mt_pipe_shard_piece;
         s = par_save(c, dir, &tc->cfg, tp ? tp->whole : tr->table, tr->nparams, &ts, fn, ctx, mfn,
                      !z1 ? ctx : tp ? (void *)&sh : (void *)pp, P, M, V);
+    } else if (tp && dp && dp->o.zero > 0) { /* each rank its slices' runs cut to its ZeRO chunks */
+        MtDpInner sh = {dp, mt_tpe_piece, tp, 0};
+        int z3 = dp->o.zero == 3, w = dp->rank == 0; /* ZeRO-1/2: the parameters are whole on every dp rank */
+        s = par_save(c, dir, &tc->cfg, tp->whole, tr->nparams, &ts, z3 ? mt_dp_inner_piece : w ? mt_tpe_piece : NULL,
+                     z3 ? (void *)&sh : (void *)tp, mt_dp_inner_piece, &sh, P, M, V);
     } else if (tp) { /* with --dp, every dp replica holds the same slices: the first one writes */
-        float *state[3];
-        full = tp_whole_state(tr, dp, NULL, state, 1);
         int w = !dp || dp->rank == 0;
         s = par_save(c, dir, &tc->cfg, tp->whole, tr->nparams, &ts, w ? mt_tpe_piece : NULL, tp,
-                     w ? mt_tpe_piece : NULL, tp, full ? state[0] : P, full ? state[1] : M, full ? state[2] : V);
-        free(full);
+                     w ? mt_tpe_piece : NULL, tp, P, M, V);
     } else {
         MtDpPiece pc = {dp, 0, 0}, mc = {dp, 1, 0};
         s = par_save(c, dir, &tc->cfg, tr->table, tr->nparams, &ts, mt_dp_piece, &pc, mt_dp_piece, &mc, P, M, V);
@@ -673,10 +675,15 @@ int mt_cmd_train(int full_argc, char **full_argv)
         tr.step = rs.step;
     } else if (a.resume && tpp) { /* each rank keeps its slices (and with ZeRO, its shard of them) */
         int64_t before = mt_mem_rss_mark();
-        float *state[3], *full = tp_whole_state(&tr, dpp, NULL, state, 0);
-        if ((s = mt_tpe_load(tpp, a.resume, full ? state : NULL)) == MT_OK && full)
-            mt_dp_scatter_state(dpp, state[0], state[1], state[2]);
-        free(full);
+        if (dpp && a.zero > 0) { /* the slices' runs of its ZeRO chunks only */
+            MtDpInner sh = {dpp, mt_tpe_load_piece, tpp, 1};
+            if (a.zero == 3)
+                s = mt_ckpt_load_pieces(a.resume, tpe.whole, tr.nparams, mt_dp_inner_piece, &sh, tr.params, tr.m, tr.v);
+            else if ((s = mt_ckpt_load_pieces(a.resume, tpe.whole, tr.nparams, mt_tpe_load_piece, tpp, tr.params, NULL,
+                                              NULL)) == MT_OK)
+                s = mt_ckpt_load_pieces(a.resume, tpe.whole, tr.nparams, mt_dp_inner_piece, &sh, NULL, tr.m, tr.v);
+        } else
+            s = mt_tpe_load(tpp, a.resume, NULL);
         if (comm)
             rss_report(comm, "checkpoint load", before);
         if (s != MT_OK) {

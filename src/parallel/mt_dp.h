@@ -41,6 +41,7 @@
 #ifndef MT_DP_H
 #define MT_DP_H
 
+#include "mt_checkpoint.h"
 #include "mt_comm.h"
 #include "mt_shard.h"
 #include "mt_train.h"
@@ -124,6 +125,18 @@ typedef struct {
     int load;    /* 1: a load's pieces, every copy's chunks (mt_ckpt_load_pieces) */
 } MtDpPiece;
 int64_t mt_dp_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
+
+/* Another technique's pieces (tensor parallelism's slices: offsets in the trainer's flat
+ * arrays) cut to this rank's ZeRO chunk of each unit and placed in its shard: what a tp rank
+ * under ZeRO writes (the first copy) or reads (load: every copy) of the sharded arrays.
+ * ctx: an MtDpInner. */
+typedef struct {
+    const MtDp *dp;
+    MtCkptPieces fn;
+    void *ctx;
+    int load;
+} MtDpInner;
+int64_t mt_dp_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
 
 /* DDP for a technique that steps on its own (pipelines, mt_pipeline.h o.reduce): x (n
  * floats) summed over the dp group, in pieces, in the fixed order unless !det; ctx is an

@@ -474,3 +474,21 @@ void mt_dp_plan(const MtTrainConfig *tc, int N, int S, int zero, int det, int sh
     if (zero == 3)
         bytes[MT_MEM_PARAMS] += 4 * lens;
 }
+
+int64_t mt_dp_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
+{
+    const MtDpInner *x = ctx;
+    const MtDp *dp = x->dp;
+    const MtParam *t = &dp->tr->table[q];
+    if (!x->load && mt_comm_group_rank(dp->c, MT_GROUP_DP_REPLICA) != 0) /* hybrid sharding: the first copy */
+        return -1;
+    int64_t at = x->fn(x->ctx, q, k, begin, end);
+    if (at < 0)
+        return -1;
+    const MtShardMap *m = &dp->map;
+    int64_t clo = mt_shard_chunk_lo(m, t->unit), chi = clo + m->chunk[t->unit], n = *end - *begin;
+    int64_t lo = at > clo ? at : clo, hi = at + n < chi ? at + n : chi;
+    *begin += lo - at;
+    *end = lo < hi ? *begin + (hi - lo) : *begin; /* empty: the next piece may still be here */
+    return lo < hi ? m->shard_off[t->unit] + (lo - clo) : 0;
+}
