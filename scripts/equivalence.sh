@@ -15,8 +15,9 @@
 #
 # --quick: a representative subset (the test suite runs it): the three-way hybrid with
 # recomputation, FSDP x tp with sequence parallelism, hybrid-sharded ZeRO-2, dp x pp zb
-# with full recomputation, ZeRO-1 over interleaved pipeline copies, tp x pp zb, and two
-# layouts not built yet.  MT_BIN (default
+# with full recomputation, ZeRO-1 over interleaved pipeline copies, tp x pp zb, the three-
+# way zb with sequence parallelism, ZeRO-2 over pipeline copies (not built yet) and a layout
+# that cannot be (16 stages of 8 layers).  MT_BIN (default
 # build/meshtrain) and MT_DIFF (build/prog_stdiff) name the binaries.  Test hook:
 # MT_EQ_MUTATE=1 runs the layouts (not the references) with tensor parallelism's blocks
 # summed left to right, which the matrix must report.
@@ -109,8 +110,9 @@ if [ $quick = 1 ]; then
   row --dp 2 --pp 2 --schedule zb --recompute full
   row --dp 2 --pp 2 --zero 1 --schedule interleaved --virtual-stages 2
   row --tp 2 --pp 2 --schedule zb
-  row --tp 2 --pp 2 --sequence-parallel --schedule zb
+  row --dp 2 --tp 2 --pp 2 --sequence-parallel --schedule zb
   row --dp 2 --pp 2 --zero 2
+  row --pp 2 --schedule interleaved --virtual-stages 8
 else
   rc_i=0
   for dp in 1 2 4 8; do for tp in 1 2 4 8; do for pp in 1 2 4 8; do

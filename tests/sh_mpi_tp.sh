@@ -148,7 +148,5 @@ expect_bad_input "--tp-blocks not a multiple of tp" $MT_BIN train $ok --tp 4 --t
 expect_bad_input "--tp-blocks not dividing the width" $MT_BIN train $ok --tp-blocks 64
 expect_bad_input "sequence parallelism with the sequence not divisible by tp" $MT_BIN train --data $T/data \
   --heads 4 --dim 32 --seq-len 15 --steps 1 --layers 2 --batch-size 4 --tp 2 --sequence-parallel
-expect_bad_input "sequence parallelism inside a zb pipeline (the hybrid issue)" $MT_BIN train $ok --tp 2 --pp 2 \
-  --sequence-parallel --schedule zb
 expect_bad_input "tp with --fast-comm" $MT_BIN train $ok --tp 2 --fast-comm
 finish

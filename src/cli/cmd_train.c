@@ -48,10 +48,6 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
     MtStatus s = mt_layout_check(&l, world, cfg->NH, cfg->L, a->zero, a->schedule);
     if (s != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
-    if (a->seqpar && a->pp > 1 && mt_schedule_split(mt_schedule_kind(a->schedule)))
-        return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel with --schedule %s: the split backward with "
-                        "sequence parallelism is not built yet (issue 10); use 1f1b, interleaved, gpipe or naive",
-                        a->schedule);
     if (a->tp_blocks > a->tp && a->dp > 1 && a->zero > 0)
         return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --tp-blocks %d over --tp %d: the sharded norm "
                         "takes one slice per tp rank, not yet %d (issue 10); use --tp-blocks %d or --zero 0", a->zero,

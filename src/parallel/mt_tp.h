@@ -131,14 +131,18 @@ void mt_tp_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeight
 void mt_tp_block_backward(const MtConfig *cfg, const MtBlockWeights *w, const MtBlockWeights *g, MtActs *a, int l,
                           const float *x, int add);
 void mt_tp_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens);
-/* The split backward of zero-bubble schedules (mt_model.h's _input / _weight; no sequence
- * parallelism yet): the bits of mt_tp_block_backward and mt_tp_head_backward. */
+/* The split backward of zero-bubble schedules (mt_model.h's _input / _weight): the bits of
+ * mt_tp_block_backward and mt_tp_head_backward.  With sequence parallelism W sums the
+ * replicated gradients over the group (a collective). */
 void mt_tp_block_backward_input(const MtConfig *cfg, const MtBlockWeights *w, MtActs *a, int l, const float *x,
                                 float *stash);
 void mt_tp_block_backward_weight(const MtConfig *cfg, const MtBlockWeights *g, MtActs *a, int l, const float *x,
                                  const float *stash, int add);
 void mt_tp_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x, float *stash);
 void mt_tp_head_backward_weight(const MtConfig *cfg, const MtWeights *g, MtActs *a, const float *x, const float *stash);
+/* a->dres of every row of the micro-batch: itself, or with sequence parallelism gathered
+ * over the group (a collective) into the set's buffer. */
+const float *mt_tp_all_rows(const MtConfig *cfg, MtActs *a);
 
 /* The padded vocabulary of K blocks: V rounded up to a multiple of 64 K. */
 static inline int64_t mt_tp_vocab_of(int64_t V, int K) { return mt_tp_vocab_padded(V, 64 * (int64_t)K); }

@@ -592,7 +592,7 @@ static const float *block_input(const MtPipeChunk *ch, const MtActs *s, int l)
 /* the stash of set `slot`: blocks l0.., then the head's, then the embedding's */
 static float *stash(const MtPipe *p, const MtPipeChunk *ch, int slot, int part)
 {
-    int64_t NC = rows(p);
+    int64_t NC = erows(p); /* a block's stash holds gathered rows (mt_tp.h) */
     return ch->stash[slot] + (part >= 0 ? 11 * NC * (part - ch->l0) : 11 * NC * (ch->l1 - ch->l0) + (part == -2 ? NC * ch->head : 0));
 }
 #define STASH_HEAD -1
@@ -627,8 +627,12 @@ static void backward(MtPipe *p, const MtAction *a, int split)
             mt_model_block_backward(cfg, &p->w, &gv, s, l, block_input(ch, s, l));
         progress(p);
     }
-    if (ch->embed && split)
-        memcpy(stash(p, ch, slot, STASH_EMBED), s->dres, sizeof(float) * (size_t)rows(p));
+    if (ch->embed && split) { /* every row (gathered over tp with sequence parallelism): W's wpe, SEND_E */
+        const float *d = tr->tc.tp ? mt_tp_all_rows(cfg, s) : s->dres;
+        memcpy(stash(p, ch, slot, STASH_EMBED), d, sizeof(float) * (size_t)erows(p));
+        if (p->erows)
+            memcpy(p->erows, d, sizeof(float) * (size_t)erows(p));
+    }
     else if (ch->embed) { /* wpe here; the token rows go to the last rank (SEND_E) */
         mt_model_embed_backward(cfg, NULL, gv.wpe, s, tokens_of(p, a->mb));
         if (p->erows) /* sequence parallelism: all rows, as the embedding's backward gathered them */

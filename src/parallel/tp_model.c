@@ -312,28 +312,29 @@ void mt_tp_block_backward_input(const MtConfig *cfg, const MtBlockWeights *w, Mt
 {
     int B = a->B, T = a->T, C = cfg->C, N = B * T;
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
-    int nb = a->tp->K / a->tp->N;
-    MT_ASSERT(!a->tp->seqpar, "the split backward does not run with sequence parallelism yet");
+    int nb = a->tp->K / a->tp->N, R = lo.rows; /* R: this rank's rows of the residual stream */
     float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * lo.Fl,
           *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C, *s_ln1 = s_qkv + (int64_t)N * 3 * lo.Cl;
-    memcpy(s_res3, a->dres, sizeof(float) * (size_t)N * C);
-    mt_matmul_backward(s_fch, NULL, NULL, a->dres, a->fch_gelu[l], w->fcprojw, N, lo.Fl, C, 0);
+    const float *d = all_rows(a, &lo, C); /* every row (gathered with sequence parallelism) */
+    memcpy(s_res3, d, sizeof(float) * (size_t)N * C);
+    mt_matmul_backward(s_fch, NULL, NULL, d, a->fch_gelu[l], w->fcprojw, N, lo.Fl, C, 0);
     POLL(a);
     mt_gelu_backward(s_fch, a->fch[l], s_fch, (int64_t)N * lo.Fl);
     mt_tp_colpar_dinp(a->dln, a->tptmp, s_fch, w->fcw, N, C, lo.Fl, nb, 0);
-    const float *dln = reduce_dinp(a, N, C);
-    memcpy(s_ln2, dln, sizeof(float) * (size_t)N * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, dln, a->res2[l], w->ln2w, a->ln2_mean[l], a->ln2_rstd[l], N, C, 1);
-    memcpy(s_res2, a->dres, sizeof(float) * (size_t)N * C);
+    const float *dln = reduce_dinp(a, N, C); /* this rank's rows */
+    memcpy(s_ln2, dln, sizeof(float) * (size_t)R * C);
+    mt_layernorm_backward(a->dres, NULL, NULL, dln, a->res2[l], w->ln2w, a->ln2_mean[l], a->ln2_rstd[l], R, C, 1);
+    d = all_rows(a, &lo, C);
+    memcpy(s_res2, d, sizeof(float) * (size_t)N * C);
     POLL(a);
-    mt_matmul_backward(a->datty, NULL, NULL, a->dres, a->atty[l], w->attprojw, N, lo.Cl, C, 0);
+    mt_matmul_backward(a->datty, NULL, NULL, d, a->atty[l], w->attprojw, N, lo.Cl, C, 0);
     POLL(a);
     mt_attention_backward(s_qkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
     POLL(a);
     mt_tp_colpar_dinp(a->dln, a->tptmp, s_qkv, w->qkvw, N, C, 3 * lo.Cl, nb, 1);
     dln = reduce_dinp(a, N, C);
-    memcpy(s_ln1, dln, sizeof(float) * (size_t)N * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, dln, x, w->ln1w, a->ln1_mean[l], a->ln1_rstd[l], N, C, 1);
+    memcpy(s_ln1, dln, sizeof(float) * (size_t)R * C);
+    mt_layernorm_backward(a->dres, NULL, NULL, dln, x, w->ln1w, a->ln1_mean[l], a->ln1_rstd[l], R, C, 1);
     POLL(a);
 }
 
@@ -345,17 +346,22 @@ void mt_tp_block_backward_weight(const MtConfig *cfg, const MtBlockWeights *g, M
     const float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * lo.Fl,
                 *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C,
                 *s_ln1 = s_qkv + (int64_t)N * 3 * lo.Cl;
+    int R = lo.rows;
+    int64_t mine = (int64_t)lo.row0 * C; /* this rank's rows of the gathered ones */
     mt_matmul_backward(NULL, g->fcprojw, NULL, s_res3, a->fch_gelu[l], NULL, N, lo.Fl, C, add * MT_ADD_DW);
-    rows_grads(a, 0, NULL, g->fcprojb, s_res3, NULL, NULL, NULL, N, C, add);
+    rows_grads(a, 0, NULL, g->fcprojb, s_res3 + mine, NULL, NULL, NULL, R, C, add);
     POLL(a);
     mt_matmul_backward(NULL, g->fcw, g->fcb, s_fch, a->ln2[l], NULL, N, C, lo.Fl, add * MT_ADD_DW);
-    rows_grads(a, 1, g->ln2w, g->ln2b, s_ln2, a->res2[l], a->ln2_mean[l], a->ln2_rstd[l], N, C, add);
+    rows_grads(a, 1, g->ln2w, g->ln2b, s_ln2, a->res2[l], a->ln2_mean[l], a->ln2_rstd[l], R, C, add);
     POLL(a);
     mt_matmul_backward(NULL, g->attprojw, NULL, s_res2, a->atty[l], NULL, N, lo.Cl, C, add * MT_ADD_DW);
-    rows_grads(a, 0, NULL, g->attprojb, s_res2, NULL, NULL, NULL, N, C, add);
+    rows_grads(a, 0, NULL, g->attprojb, s_res2 + mine, NULL, NULL, NULL, R, C, add);
     POLL(a);
     mt_matmul_backward(NULL, g->qkvw, g->qkvb, s_qkv, a->ln1[l], NULL, N, C, 3 * lo.Cl, add * MT_ADD_DW);
-    rows_grads(a, 1, g->ln1w, g->ln1b, s_ln1, x, a->ln1_mean[l], a->ln1_rstd[l], N, C, add);
+    rows_grads(a, 1, g->ln1w, g->ln1b, s_ln1, x, a->ln1_mean[l], a->ln1_rstd[l], R, C, add);
+    MT_ASSERT(!a->tp->seqpar || !add, "sequence parallelism sums the replicated gradients of fresh buffers only");
+    float *rep[6] = {g->ln1w, g->ln1b, g->attprojb, g->ln2w, g->ln2b, g->fcprojb};
+    sum_replicated(a, rep, 6, C);
     POLL(a);
 }
 
@@ -363,11 +369,10 @@ void mt_tp_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *
 {
     int N = a->B * a->T, C = cfg->C;
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
-    MT_ASSERT(!a->tp->seqpar, "the split backward does not run with sequence parallelism yet");
-    const float *dlnf = colpar_vocab(a, w->wte, N, C, (int)lo.Vl);
-    memcpy(stash, dlnf, sizeof(float) * (size_t)N * C); /* kept for W */
-    memset(a->dres, 0, sizeof(float) * (size_t)N * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, dlnf, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C, 1);
+    const float *dlnf = colpar_vocab(a, w->wte, N, C, (int)lo.Vl); /* this rank's rows */
+    memcpy(stash, dlnf, sizeof(float) * (size_t)lo.rows * C); /* kept for W */
+    memset(a->dres, 0, sizeof(float) * (size_t)lo.rows * C);
+    mt_layernorm_backward(a->dres, NULL, NULL, dlnf, x, w->lnfw, a->lnf_mean, a->lnf_rstd, lo.rows, C, 1);
     POLL(a);
 }
 
@@ -377,6 +382,15 @@ void mt_tp_head_backward_weight(const MtConfig *cfg, const MtWeights *g, MtActs 
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     int Vl = (int)lo.Vl;
     mt_gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
-    rows_grads(a, 1, g->lnfw, g->lnfb, stash, x, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
+    rows_grads(a, 1, g->lnfw, g->lnfb, stash, x, a->lnf_mean, a->lnf_rstd, lo.rows, C, !g->fresh);
+    MT_ASSERT(!a->tp->seqpar || g->fresh, "sequence parallelism sums the replicated gradients of fresh buffers only");
+    float *rep[2] = {g->lnfw, g->lnfb};
+    sum_replicated(a, rep, 2, C);
     POLL(a);
+}
+
+const float *mt_tp_all_rows(const MtConfig *cfg, MtActs *a)
+{
+    MtTpLocal lo = mt_tp_local(cfg, a->tp, a->B * a->T);
+    return all_rows(a, &lo, cfg->C);
 }
