@@ -1110,16 +1110,7 @@ MtStatus mt_pipe_load(MtPipe *p, const char *dir, const MtParam *whole, MtCkptPi
 void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int dp_rank,
                   int64_t bytes[MT_MEM_NCAT])
 {
-    int np = mt_param_count(&tc->cfg);
-    MtParam *t = calloc((size_t)np, sizeof *t);
-    MT_ASSERT(t, "out of memory");
-    int64_t total = mt_trainer_table(tc, t), ulo[MT_MAX_UNITS], uhi[MT_MAX_UNITS], end, VC = t[0].numel;
-    int nu = tc->cfg.L + 2;
-    for (int u = 0; u < nu; u++)
-        mt_unit_span(t, np, u, &ulo[u], &end);
-    for (int u = 0; u < nu; u++)
-        uhi[u] = u + 1 < nu ? ulo[u + 1] : total;
-    free(t);
+    int64_t ulo[MT_MAX_UNITS], uhi[MT_MAX_UNITS], VC = mt_trainer_spans(tc, ulo, uhi);
     int ngbuf = 1 + mt_tree_temps(o->M);
     bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - 1) * tc->params_len; /* the tree's temporaries */
     if (rank == P - 1) { /* the wte replica, its moments, its tree and the H_k awaiting rows */

@@ -450,16 +450,9 @@ void mt_dp_plan(const MtTrainConfig *tc, int N, int S, int zero, int det, int sh
 {
     if (zero == 0)
         return;
-    int np = mt_param_count(&tc->cfg);
-    MtParam *t = calloc((size_t)np, sizeof *t);
-    MT_ASSERT(t, "out of memory");
-    int64_t total = mt_trainer_table(tc, t), lo[MT_MAX_UNITS], hi[MT_MAX_UNITS], end;
+    int64_t lo[MT_MAX_UNITS], hi[MT_MAX_UNITS];
     int nu = tc->cfg.L + 2;
-    for (int u = 0; u < nu; u++)
-        mt_unit_span(t, np, u, &lo[u], &end);
-    for (int u = 0; u < nu; u++)
-        hi[u] = u + 1 < nu ? lo[u + 1] : total;
-    free(t);
+    mt_trainer_spans(tc, lo, hi);
     MtShardMap m;
     MT_ASSERT(mt_shard_map(lo, hi, nu, S, shard_rank, &m) == 0, "the plan's table is not aligned for %d shards", S);
     int M = tc->batch / tc->micro;

@@ -79,6 +79,9 @@ typedef struct {
 /* The trainer's table for tc (offsets into its flat arrays, units padded to unit_align; a
  * tensor-parallel rank's slices): returns the floats of the flat arrays. */
 int64_t mt_trainer_table(const MtTrainConfig *tc, MtParam *table);
+/* The padded span [lo[u], hi[u]) of every unit (cfg.L + 2 of them) in the flat arrays of
+ * that table; returns the floats of its first tensor (wte, or a tp rank's rows of it). */
+int64_t mt_trainer_spans(const MtTrainConfig *tc, int64_t *lo, int64_t *hi);
 /* Elements [a, b) of the trainer's tensor p as initialisation gives them, into dst (a
  * technique that holds a shard of the parameters initialises it). */
 void mt_trainer_param_init(const MtTrainer *tr, int p, int64_t a, int64_t b, float *dst);

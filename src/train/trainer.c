@@ -58,6 +58,20 @@ int64_t mt_trainer_table(const MtTrainConfig *tc, MtParam *table)
     return mt_tp_local_table(&tc->cfg, tc->tp->N, tc->tp->Vp, align, align > 1 ? MT_NORM_BLOCK : 1, table);
 }
 
+int64_t mt_trainer_spans(const MtTrainConfig *tc, int64_t *lo, int64_t *hi)
+{
+    int np = mt_param_count(&tc->cfg), nu = tc->cfg.L + 2;
+    MtParam *t = calloc((size_t)np, sizeof *t);
+    MT_ASSERT(t, "out of memory");
+    int64_t total = mt_trainer_table(tc, t), end, first = t[0].numel;
+    for (int u = 0; u < nu; u++)
+        mt_unit_span(t, np, u, &lo[u], &end);
+    for (int u = 0; u < nu; u++)
+        hi[u] = u + 1 < nu ? lo[u + 1] : total;
+    free(t);
+    return first;
+}
+
 void mt_trainer_param_init(const MtTrainer *tr, int p, int64_t a, int64_t b, float *dst)
 {
     const MtTrainConfig *tc = &tr->tc;
