@@ -211,11 +211,11 @@ static void rss_report(MtComm *c, const char *what, int64_t before)
     free(all);
 }
 
-/* A tensor-parallel rank's whole slices when ZeRO shards them over dp, or a stage's tensors
- * laid out as the whole model's (the others zero): three arrays laid out like the trainer's
- * table, in state (NULL when the trainer holds them so).  gather: filled (collective over
- * dp with ZeRO). */
-static float *tp_whole_state(MtTrainer *tr, MtDp *dp, MtPipe *pp, float *state[3], int gather)
+/* For the replica check: a tensor-parallel rank's whole slices when ZeRO shards them over
+ * dp (gathered, collective), or a stage's tensors laid out as the whole model's (the others
+ * zero; ZeRO-1's moments gathered): three arrays laid out like the trainer's table, in
+ * state; NULL when the trainer holds them so. */
+static float *replica_state(MtTrainer *tr, MtDp *dp, MtPipe *pp, float *state[3])
 {
     if (pp) {
         int64_t len = tr->tc.params_len;
@@ -224,9 +224,8 @@ static float *tp_whole_state(MtTrainer *tr, MtDp *dp, MtPipe *pp, float *state[3
         for (int k = 0; k < 3; k++)
             state[k] = full + k * tr->nfloats;
         float *arr[3] = {tr->params, full + 3 * tr->nfloats, full + 3 * tr->nfloats + len};
-        if (gather) /* the stage's moments whole (ZeRO-1 shards them over dp) */
-            mt_pipe_gather_moments(pp, arr[1], arr[2]);
-        for (int q = 0; gather && q < tr->nparams; q++) {
+        mt_pipe_gather_moments(pp, arr[1], arr[2]); /* whole (ZeRO-1 shards them over dp) */
+        for (int q = 0; q < tr->nparams; q++) {
             int64_t b, e, at = mt_pipe_piece(pp, q, 0, &b, &e);
             for (int k = 0; at >= 0 && k < 3; k++)
                 memcpy(state[k] + tr->table[q].offset, arr[k] + at, sizeof(float) * (size_t)tr->table[q].numel);
@@ -239,8 +238,7 @@ static float *tp_whole_state(MtTrainer *tr, MtDp *dp, MtPipe *pp, float *state[3
     MT_ASSERT(full, "no memory for the %lld floats of the rank's slices", 3 * (long long)tr->nfloats);
     for (int k = 0; k < 3; k++)
         state[k] = full + k * tr->nfloats;
-    if (gather)
-        mt_dp_gather_state(dp, state[0], state[1], state[2]);
+    mt_dp_gather_state(dp, state[0], state[1], state[2]);
     return full;
 }
 
@@ -679,7 +677,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
                                               NULL)) == MT_OK)
                 s = mt_ckpt_load_pieces(a.resume, tpe.whole, tr.nparams, mt_dp_inner_piece, &sh, NULL, tr.m, tr.v);
         } else
-            s = mt_tpe_load(tpp, a.resume, NULL);
+            s = mt_tpe_load(tpp, a.resume);
         if (comm)
             rss_report(comm, "checkpoint load", before);
         if (s != MT_OK) {
@@ -805,7 +803,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
             break;
     }
     if (rc == 0 && tpp && comm) { /* the replicated parameters must not drift apart */
-        float *state[3], *full = tp_whole_state(&tr, dpp, pp, state, 1);
+        float *state[3], *full = replica_state(&tr, dpp, pp, state);
         int differ = mt_tpe_replicas_differ(tpp, full ? state : NULL);
         free(full);
         if (differ) {

@@ -77,20 +77,6 @@ static MtStatus get_num(const MtJson *obj, const char *key, const char *path, fl
     return MT_OK;
 }
 
-/* one safetensors file of the checkpoint: the model's tensors (which 0) or the moments
- * (exp_avg.* then exp_avg_sq.*: which 1 and 2), data fetched tensor by tensor */
-typedef struct {
-    MtCkptFetch fetch;
-    void *ctx;
-    int which, nparams;
-} FileFetch;
-
-static const float *file_fetch(void *c, int i)
-{
-    const FileFetch *f = c;
-    return f->fetch(f->ctx, f->which + i / f->nparams, i % f->nparams);
-}
-
 typedef char MtEntryName[MT_NAME_MAX + 16];
 static const char *const file_meta[] = {"format", "pt"};
 
@@ -116,50 +102,6 @@ static MtStEntry *file_entries(const MtParam *table, int nparams, int moments, M
     }
     *names_out = names;
     return e;
-}
-
-static MtStatus write_file(const char *path, const MtParam *table, int nparams, int moments, MtCkptFetch fetch,
-                           void *ctx)
-{
-    int n = moments ? 2 * nparams : nparams;
-    MtEntryName *names;
-    MtStEntry *e = file_entries(table, nparams, moments, &names);
-    FileFetch f = {fetch, ctx, moments ? 1 : 0, nparams};
-    if (!e) {
-        for (int i = 0; i < n; i++) /* peers that send their tensors stay in step */
-            file_fetch(&f, i);
-        return mt_error(MT_ENOMEM, "out of memory writing %s", path);
-    }
-    MtStatus s = mt_st_write_fetch(path, e, n, file_meta, 1, file_fetch, &f);
-    free(e);
-    free(names);
-    return s;
-}
-
-/* what a failed save has not asked for yet, asked for (and dropped) in order */
-static void drain(MtCkptFetch fetch, void *ctx, int nparams, int from_which, int last_which)
-{
-    for (int w = from_which; w <= last_which; w++)
-        for (int p = 0; p < nparams; p++)
-            fetch(ctx, w, p);
-}
-
-typedef struct {
-    const float *a[3];
-    const MtParam *table;
-} Arrays;
-
-static const float *array_fetch(void *ctx, int which, int p)
-{
-    const Arrays *x = ctx;
-    return x->a[which] + x->table[p].offset;
-}
-
-MtStatus mt_ckpt_save(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams,
-                      const float *params, const float *m, const float *v, const MtTrainState *ts)
-{
-    Arrays x = {{params, m, v}, table};
-    return mt_ckpt_save_fetch(dir, cfg, table, nparams, m && v && ts, array_fetch, &x, ts);
 }
 
 #define MT_GPT2_EOT 50256
@@ -208,43 +150,6 @@ static MtStatus write_state(const char *tmp, const MtTrainState *ts)
     MtStatus s = write_text(path, &b);
     mt_buf_free(&b);
     return s;
-}
-
-MtStatus mt_ckpt_save_fetch(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams, int moments,
-                            MtCkptFetch fetch, void *ctx, const MtTrainState *ts)
-{
-    char tmp[4096], path[4200];
-    int last = moments ? 2 : 0, next = 0; /* the first kind of tensor not yet asked for */
-    MtStatus s = mt_dir_stage(dir, tmp, sizeof tmp);
-    if (s != MT_OK) {
-        drain(fetch, ctx, nparams, 0, last);
-        return s;
-    }
-    if ((s = write_config(tmp, cfg)) != MT_OK)
-        goto fail;
-    snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-    s = write_file(path, table, nparams, 0, fetch, ctx);
-    next = 1;
-    if (s != MT_OK)
-        goto fail;
-    if (moments) {
-        snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
-        s = write_file(path, table, nparams, 1, fetch, ctx);
-        next = 3;
-        if (s != MT_OK || (s = write_state(tmp, ts)) != MT_OK)
-            goto fail;
-    }
-    if ((s = mt_dir_commit(tmp, dir)) != MT_OK)
-        goto fail;
-    return MT_OK;
-fail:
-    {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", mt_error_msg());
-        drain(fetch, ctx, nparams, next, last);
-        mt_dir_remove(tmp);
-        return mt_error(s, "saving checkpoint %s: %s", dir, msg);
-    }
 }
 
 MtStatus mt_ckpt_read_config(const char *dir, MtConfig *cfg)
@@ -487,4 +392,22 @@ MtStatus mt_ckpt_par_commit(const char *stage, const char *dir, int ok)
 int64_t mt_ckpt_range_piece(void *ctx, int p, int k, int64_t *begin, int64_t *end)
 {
     return range_piece(ctx, p, k, begin, end);
+}
+
+MtStatus mt_ckpt_save(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams,
+                      const float *params, const float *m, const float *v, const MtTrainState *ts)
+{
+    char stage[4096];
+    MT_TRY(mt_ckpt_par_begin(dir, cfg, table, nparams, ts, stage, sizeof stage));
+    Range whole = {table, 0, table_end(table, nparams)}; /* one rank writes every piece */
+    MtStatus s = mt_ckpt_par_write(stage, table, nparams, 0, range_piece, &whole, params, NULL);
+    if (s == MT_OK)
+        s = mt_ckpt_par_write(stage, table, nparams, 1, range_piece, &whole, m, v);
+    if (s != MT_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mt_error_msg());
+        mt_dir_remove(stage);
+        return mt_error(s, "saving checkpoint %s: %s", dir, msg);
+    }
+    return mt_ckpt_par_commit(stage, dir, 1);
 }

@@ -22,18 +22,10 @@ typedef struct {
     MtOptimConfig oc;
 } MtTrainState;
 
-/* m and v may be NULL (no optimizer file is written then; the checkpoint still loads
- * for eval and sample, and --resume refuses it). */
+/* One rank's save: the whole state from flat arrays laid out like the table (the parallel
+ * writer below with every piece its own). */
 MtStatus mt_ckpt_save(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams,
                       const float *params, const float *m, const float *v, const MtTrainState *ts);
-/* The same, asking for each tensor's data when it is written: fetch(ctx, which, p) returns
- * parameter p's numel floats of the parameters (which 0) or of the AdamW moments (1, 2),
- * valid until the next call.  Called exactly once for every (which, p) in the order
- * (0, 0..n-1), then with moments (1, 0..n-1), (2, 0..n-1), even when the save fails, so
- * ranks that feed the writer stay in step. */
-typedef const float *(*MtCkptFetch)(void *ctx, int which, int p);
-MtStatus mt_ckpt_save_fetch(const char *dir, const MtConfig *cfg, const MtParam *table, int nparams, int moments,
-                            MtCkptFetch fetch, void *ctx, const MtTrainState *ts);
 MtStatus mt_ckpt_read_config(const char *dir, MtConfig *cfg);
 /* Checks every tensor and reads the flat range [lo, hi) of the parameters and moments
  * (each destination NULL to skip it; element 0 = flat lo): a rank reads only its part. */

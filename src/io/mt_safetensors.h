@@ -84,11 +84,6 @@ typedef struct {
  * names, bad shapes), MT_EIO for a failed write (the partial file is removed),
  * MT_ENOMEM. */
 MtStatus mt_st_write(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta);
-/* The same with the data of tensor i asked for in file order, fetch(ctx, i) (valid until
- * the next call; entries' data unused): a writer that never holds all tensors at once.
- * fetch is called exactly once for every i, in order, even when writing fails. */
-MtStatus mt_st_write_fetch(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta,
-                           const float *(*fetch)(void *ctx, int i), void *ctx);
 
 /* Parallel writing: mt_st_create writes the header of the entries (their data unused) and
  * sizes the file to its final length, the data section a hole; any process then writes

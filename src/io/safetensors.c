@@ -354,7 +354,7 @@ void mt_st_close(MtStFile *f)
 
 /* ---- writer */
 
-/* need_data: the entries carry their data (mt_st_write), else it is fetched */
+/* need_data: the entries carry their data (mt_st_write); else only names and shapes (mt_st_create) */
 static MtStatus check_entries(const char *path, const MtStEntry *e, int n, const char *const *kv, int nmeta,
                               int need_data)
 {
@@ -399,21 +399,6 @@ static int64_t entry_bytes(const MtStEntry *e)
     for (int d = 0; d < e->ndim; d++)
         numel *= e->shape[d];
     return numel * 4;
-}
-
-static const float *entry_data(void *ctx, int i) { return ((const MtStEntry *)ctx)[i].data; }
-
-MtStatus mt_st_write(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta)
-{
-    MT_TRY(check_entries(path, e, n, meta_kv, nmeta, 1));
-    return mt_st_write_fetch(path, e, n, meta_kv, nmeta, entry_data, (void *)e);
-}
-
-/* asks for every tensor still due, in order, discarding it (peers that send stay in step) */
-static void drain(int from, int n, const float *(*fetch)(void *, int), void *ctx)
-{
-    for (int i = from; i < n; i++)
-        fetch(ctx, i);
 }
 
 /* The header (without its 8-byte length) into h, padded so the data starts 8-byte
@@ -498,20 +483,11 @@ MtStatus mt_st_create(const char *path, const MtStEntry *e, int n, const char *c
     return MT_OK;
 }
 
-MtStatus mt_st_write_fetch(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta,
-                           const float *(*fetch)(void *ctx, int i), void *ctx)
+MtStatus mt_st_write(const char *path, const MtStEntry *e, int n, const char *const *meta_kv, int nmeta)
 {
-    MtStatus cs = check_entries(path, e, n, meta_kv, nmeta, 0);
-    if (cs != MT_OK) {
-        drain(0, n, fetch, ctx);
-        return cs;
-    }
+    MT_TRY(check_entries(path, e, n, meta_kv, nmeta, 1));
     MtBuf h;
-    if ((cs = build_header(path, e, n, meta_kv, nmeta, &h)) != MT_OK) {
-        drain(0, n, fetch, ctx);
-        return cs;
-    }
-
+    MT_TRY(build_header(path, e, n, meta_kv, nmeta, &h));
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++)
         lenbuf[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
@@ -519,16 +495,13 @@ MtStatus mt_st_write_fetch(const char *path, const MtStEntry *e, int n, const ch
     if (!fp) {
         int err = errno;
         mt_buf_free(&h);
-        drain(0, n, fetch, ctx);
         return mt_error(MT_EIO, "cannot create %s: %s", path, strerror(err));
     }
-    int ok = fwrite(lenbuf, 1, 8, fp) == 8 && fwrite(h.data, 1, h.len, fp) == h.len, i = 0;
-    for (; ok && i < n; i++) {
+    int ok = fwrite(lenbuf, 1, 8, fp) == 8 && fwrite(h.data, 1, h.len, fp) == h.len;
+    for (int i = 0; ok && i < n; i++) {
         size_t bytes = (size_t)entry_bytes(&e[i]);
-        const float *d = fetch(ctx, i);
-        ok = bytes == 0 || fwrite(d, 1, bytes, fp) == bytes;
+        ok = bytes == 0 || fwrite(e[i].data, 1, bytes, fp) == bytes;
     }
-    drain(i, n, fetch, ctx);
     ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
     int err = errno;
     if (fclose(fp) != 0 && ok) {

@@ -109,10 +109,9 @@ MtStatus mt_dp_init(MtDp *dp, MtTrainer *tr, MtComm *c, const MtDpOptions *o);
 void mt_dp_free(MtDp *dp);
 /* One training step. */
 void mt_dp_step(MtDp *dp, const MtTokens *data, MtStepStats *st);
-/* The whole parameters and moments on every rank (for a checkpoint), into arrays of
- * tr->nfloats floats; collective.  Sets them from whole arrays (a loaded checkpoint). */
+/* The whole parameters and moments on every rank, into arrays of tr->nfloats floats
+ * (collective): a tensor-parallel rank's replica check under ZeRO. */
 void mt_dp_gather_state(MtDp *dp, float *params, float *m, float *v);
-void mt_dp_scatter_state(MtDp *dp, const float *params, const float *m, const float *v);
 
 /* The pieces this rank writes of a checkpoint (mt_ckpt_par_write against tr->table):
  * DDP, dp rank 0 everything; ZeRO, the first copy's ranks their chunks of every unit,

@@ -60,13 +60,12 @@ void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st);
 int64_t mt_tpe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
 /* What this rank reads: every run of its slices, replicated tensors included. */
 int64_t mt_tpe_load_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
-/* The next two take the rank's whole slices as state = {params, m, v}, each laid out like
- * the trainer's table, or NULL for the trainer's own arrays (a technique that shards them,
- * ZeRO over dp, passes gathered copies). */
-/* Every rank reads only its slices of the parameters and moments (one read per run). */
-MtStatus mt_tpe_load(MtTpe *t, const char *dir, float *const state[3]);
+/* Every rank reads only its slices of the parameters and moments (one read per run) into
+ * the trainer's arrays (a sharding technique reads through mt_tpe_load_piece instead). */
+MtStatus mt_tpe_load(MtTpe *t, const char *dir);
 /* How many replicated tensors (parameters or AdamW moments) are not bit-identical to tp
- * rank 0's, by a 64-bit hash of each all-gathered over the group; the same answer on every
+ * rank 0's (in state = {params, m, v} laid out like the trainer's table, or NULL for the
+ * trainer's own arrays: a sharding technique passes gathered copies), by a 64-bit hash of each all-gathered over the group; the same answer on every
  * rank (collective).  Test hook: with MT_TEST_TP_DRIFT=1 in the environment, tp rank 1
  * moves one element of ln_f.bias by one ulp after every step (the check must see it). */
 int mt_tpe_replicas_differ(MtTpe *t, float *const state[3]);

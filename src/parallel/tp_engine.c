@@ -212,11 +212,10 @@ int64_t mt_tpe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
     return mt_tpe_load_piece(ctx, q, k, begin, end);
 }
 
-MtStatus mt_tpe_load(MtTpe *t, const char *dir, float *const state[3])
+MtStatus mt_tpe_load(MtTpe *t, const char *dir)
 {
     MtTrainer *tr = t->tr;
     for (int which = 0; which < 3; which++) /* wte's padding rows stay zero */
-        memset(local_array(t, state, which), 0, sizeof(float) * (size_t)tr->nfloats);
-    return mt_ckpt_load_pieces(dir, t->whole, tr->nparams, mt_tpe_load_piece, t, local_array(t, state, 0),
-                               local_array(t, state, 1), local_array(t, state, 2));
+        memset(local_array(t, NULL, which), 0, sizeof(float) * (size_t)tr->nfloats);
+    return mt_ckpt_load_pieces(dir, t->whole, tr->nparams, mt_tpe_load_piece, t, tr->params, tr->m, tr->v);
 }

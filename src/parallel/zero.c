@@ -375,7 +375,7 @@ void mt_zero_free(MtDp *dp)
     dp->leaf_loss = NULL;
 }
 
-/* ---- checkpoints: whole arrays from shards and back ---- */
+/* ---- whole arrays from the shards ---- */
 
 void mt_dp_gather_state(MtDp *dp, float *params, float *m, float *v)
 {
@@ -394,28 +394,6 @@ void mt_dp_gather_state(MtDp *dp, float *params, float *m, float *v)
             mt_allgather(dp->c, MT_GROUP_DP_SHARD, tr->params + sm->shard_off[u], params + sm->lo[u], sm->len[u]);
         mt_allgather(dp->c, MT_GROUP_DP_SHARD, tr->m + sm->shard_off[u], m + sm->lo[u], sm->len[u]);
         mt_allgather(dp->c, MT_GROUP_DP_SHARD, tr->v + sm->shard_off[u], v + sm->lo[u], sm->len[u]);
-    }
-}
-
-void mt_dp_scatter_state(MtDp *dp, const float *params, const float *m, const float *v)
-{
-    MtTrainer *tr = dp->tr;
-    const MtShardMap *sm = &dp->map;
-    size_t bytes = sizeof(float) * (size_t)tr->nfloats;
-    if (dp->o.zero < 3)
-        memcpy(tr->params, params, bytes);
-    if (dp->o.zero == 0) {
-        memcpy(tr->m, m, bytes);
-        memcpy(tr->v, v, bytes);
-        return;
-    }
-    for (int u = 0; u < sm->nunits; u++) {
-        size_t cb = sizeof(float) * (size_t)sm->chunk[u];
-        int64_t lo = mt_shard_chunk_lo(sm, u);
-        if (dp->o.zero == 3)
-            memcpy(tr->params + sm->shard_off[u], params + lo, cb);
-        memcpy(tr->m + sm->shard_off[u], m + lo, cb);
-        memcpy(tr->v + sm->shard_off[u], v + lo, cb);
     }
 }
 
