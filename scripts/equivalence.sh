@@ -5,9 +5,9 @@
 # recomputation none / attn / full in turn; hybrid sharding on dp >= 4 for ZeRO 2 and 3),
 # each compared with one rank: its losses, model.safetensors and optimizer.safetensors.
 # Prints one row per layout: bit-identical, the largest relative difference of a tensor
-# (prog_stdiff), refused (the layout's one-line reason: not built yet), or failed; and for
-# a run, whether every rank's parameter, gradient and optimizer bytes (the log's mem) are
-# what mt_plan_memory predicts (`train --plan`).  Exits 1 if any layout differs or fails.
+# (prog_stdiff), refused (the layout's one-line reason), or failed; and for
+# a run, whether every rank's parameter, gradient, optimizer and activation bytes (the
+# log's mem) are what mt_plan_memory predicts (`train --plan`).  Exits 1 if any layout differs or fails.
 #
 # Blocks: each layout runs with --tp-blocks 8 (every split sum as 8 fixed blocks) and is
 # compared with one rank run with --tp-blocks 8, except ZeRO, which runs --tp-blocks tp (one
@@ -15,8 +15,9 @@
 #
 # --quick: a representative subset (the test suite runs it): the three-way hybrid with
 # recomputation, FSDP x tp with sequence parallelism, hybrid-sharded ZeRO-2, dp x pp zb
-# with full recomputation, ZeRO-1 over interleaved pipeline copies, tp x pp zb, the three-
-# way zb with sequence parallelism, ZeRO-2 over pipeline copies (not built yet) and a layout
+# with full recomputation, tp x pp zb, the three-way zb with sequence parallelism, each
+# ZeRO stage in a three-way hybrid (ZeRO-1 interleaved, ZeRO-2 with sequence parallelism,
+# FSDP zb with full recomputation), hybrid-sharded FSDP over pipeline copies, and a layout
 # that cannot be (16 stages of 8 layers).  MT_BIN (default
 # build/meshtrain) and MT_DIFF (build/prog_stdiff) name the binaries.  Test hook:
 # MT_EQ_MUTATE=1 runs the layouts (not the references) with tensor parallelism's blocks
@@ -35,17 +36,17 @@ $MT_BIN prepare --input "$W/text.txt" --out "$W/data" > /dev/null || exit 1
 model="--data $W/data --layers 8 --heads 8 --dim 64 --seq-len 16 --batch-size 16 --micro-batch-size 1 --steps 10
        --warmup 2 --lr 3e-3 --eval-every 0 --log-every 0 --seed 5 --threads 1"
 losses() { grep -o '"loss": [^,]*' "$1" | cut -d' ' -f2; }
-# plan_ok log flags...: every rank's params, grads and optimizer bytes in the run's last
-# logged step equal what `train --plan` (mt_plan_memory) predicts for the layout
+# plan_ok log flags...: every rank's params, grads, optimizer and activation bytes in the
+# run's last logged step equal what `train --plan` (mt_plan_memory) predicts for the layout
 plan_ok() {
   local log=$1 r=0 want got
   shift
   $MT_BIN train $model "$@" --plan > "$W/plan.out" 2>&1 || return 1
   local line=$(tail -1 "$log")
-  while read -r _ _ _ _ p _ g _ o _; do
+  while read -r _ _ _ _ p _ g _ o _ a _; do
     r=$((r + 1))
-    got=$(for k in params grads optimizer; do echo "$line" | grep -o "\"$k\": [0-9]*" | sed -n "${r}p" | cut -d' ' -f2; done | tr '\n' ' ')
-    [ "$got" = "$p $g $o " ] || return 1
+    got=$(for k in params grads optimizer activations; do echo "$line" | grep -o "\"$k\": [0-9]*" | sed -n "${r}p" | cut -d' ' -f2; done | tr '\n' ' ')
+    [ "$got" = "$p $g $o $a " ] || return 1
   done < "$W/plan.out"
   [ $r -gt 0 ]
 }
@@ -108,10 +109,12 @@ if [ $quick = 1 ]; then
   row --dp 2 --tp 2 --zero 3 --sequence-parallel
   row --dp 4 --zero 2 --shard-size 2
   row --dp 2 --pp 2 --schedule zb --recompute full
-  row --dp 2 --pp 2 --zero 1 --schedule interleaved --virtual-stages 2
+  row --dp 2 --tp 2 --pp 2 --zero 1 --schedule interleaved --virtual-stages 2
   row --tp 2 --pp 2 --schedule zb
   row --dp 2 --tp 2 --pp 2 --sequence-parallel --schedule zb
-  row --dp 2 --pp 2 --zero 2
+  row --dp 2 --tp 2 --pp 2 --zero 2 --sequence-parallel
+  row --dp 2 --tp 2 --pp 2 --zero 3 --schedule zb --recompute full
+  row --dp 4 --pp 2 --zero 3 --shard-size 2
   row --pp 2 --schedule interleaved --virtual-stages 8
 else
   rc_i=0

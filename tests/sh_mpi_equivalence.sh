@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The equivalence matrix script (scripts/equivalence.sh --quick, the suite's subset: the
 # three-way dp x tp x pp with recomputation, FSDP x tp with sequence parallelism, hybrid-
-# sharded ZeRO-2, dp x pp zb with full recomputation, ZeRO-1 over interleaved pipeline
-# copies, tp x pp zb, the three-way zb with sequence parallelism; ZeRO-2 over pipeline
-# copies, not built yet, and 16 stages of 8 layers, refused) reports each layout against
-# one rank and exits 0;
+# sharded ZeRO-2, dp x pp zb with full recomputation, tp x pp zb, the three-way zb with
+# sequence parallelism, each ZeRO stage in a three-way hybrid, hybrid-sharded FSDP over
+# pipeline copies; 16 stages of 8 layers, refused) reports each layout against one rank,
+# each rank's memory as planned, and exits 0;
 # with tensor parallelism's blocks summed left to right in the layouts (its test hook) it
 # reports the difference and exits 1.
 source "$(dirname "$0")/lib.sh"
@@ -13,8 +13,8 @@ rc=0
 bash scripts/equivalence.sh --quick > "$T/eq.out" 2>&1 || rc=$?
 cat "$T/eq.out"
 [ $rc -eq 0 ] && pass || fail "the matrix subset exited $rc"
-[ "$(grep -c ' bit-identical, memory as planned (' "$T/eq.out")" -eq 7 ] && pass \
-  || fail "want 7 bit-identical layouts, each rank's memory as mt_plan_memory predicts"
+[ "$(grep -c ' bit-identical, memory as planned (' "$T/eq.out")" -eq 10 ] && pass \
+  || fail "want 10 bit-identical layouts, each rank's memory as mt_plan_memory predicts"
 # the plan itself: ZeRO-1 over 2 ranks holds half the moments, FSDP also half the parameters
 # (plus its unit slots), a pipeline stage its own units
 plan() { $MT_BIN train --data "$T/data" --layers 4 --heads 4 --dim 64 --seq-len 16 --batch-size 4 "$@" --plan; }
@@ -27,9 +27,9 @@ read -r pz oz <<< "$z1"
   || fail "plan: one rank params $p1 optimizer $o1; ZeRO-1 dp 2 params $pz optimizer $oz"
 [ "$(plan --pp 2 | wc -l)" -eq 2 ] && [ "$(plan --pp 2 | head -1 | awk '{print $5}')" -lt "$p1" ] && pass \
   || fail "plan: a pp 2 stage does not hold less than the whole model: $(plan --pp 2 | tr '\n' ' ')"
-[ "$(grep -c ' refused: ' "$T/eq.out")" -eq 2 ] && grep -q ' refused: .*not built yet (issue 10)' "$T/eq.out" && pass \
-  || fail "want 2 layouts refused, one as not built yet (issue 10)"
-grep -q "9 layouts: 7 bit-identical, 0 different, 2 refused (exit 2" "$T/eq.out" && pass || fail "no summary line"
+[ "$(grep -c ' refused: ' "$T/eq.out")" -eq 1 ] && grep -q ' refused: .*16 stages do not divide the 8 layers' "$T/eq.out" \
+  && pass || fail "want 1 layout refused: 16 stages of 8 layers"
+grep -q "11 layouts: 10 bit-identical, 0 different, 1 refused (exit 2" "$T/eq.out" && pass || fail "no summary line"
 rc=0
 MT_EQ_MUTATE=1 bash scripts/equivalence.sh --quick > "$T/mut.out" 2>&1 || rc=$?
 [ $rc -eq 1 ] && grep -q -- "--dp 2 --tp 2 --pp 2 --recompute attn .*DIFFERS: max relative" "$T/mut.out" && pass \

@@ -219,7 +219,6 @@ expect_bad_input "ZeRO with more tp blocks than tp ranks (not built yet)" $MT_BI
   --tp-blocks 4
 expect_bad_input "dp x tp x pp with the sequence not divisible by tp" $MT_BIN train --data $T/data --heads 4 \
   --dim 32 --seq-len 15 --steps 1 --layers 2 --batch-size 4 --dp 2 --tp 2 --pp 2 --sequence-parallel
-expect_bad_input "ZeRO-2 over copies of a pipeline (not built yet)" $MT_BIN train $ok --dp 2 --pp 2 --zero 2
 expect_bad_input "ZeRO-1 over tensor-parallel pipelines with more blocks than tp ranks (not built yet)" $MT_BIN \
   train $ok --dp 2 --pp 2 --tp 2 --zero 1 --tp-blocks 4
 expect_bad_input "dp x pp whose copies' micro-batches do not suit interleaving" $MT_BIN train --data $T/data \

@@ -57,14 +57,6 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
                         "order (its replicated parameters must get the same bits on every rank)");
     if ((s = mt_tpe_check(cfg, a->tp, a->tp_blocks)) != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
-    if (a->pp > 1 && a->dp > 1 && a->zero > 1)
-        return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --pp %d: a pipeline copy accumulates its micro-batches' "
-                        "gradients whole, so sharding gradients or parameters over --dp is not built yet (issue 10); "
-                        "use --zero 1 (sharded optimizer) or 0", a->zero, a->pp);
-    if (a->pp > 1 && a->dp > 1 && a->zero == 1 && a->tp_blocks > a->tp)
-        return mt_error(MT_EINPUT, "meshtrain train: --zero 1 with --pp and --tp-blocks %d over --tp %d: the sharded norm "
-                        "takes one slice per tp rank, not yet %d (issue 10); use --tp-blocks %d or --zero 0",
-                        a->tp_blocks, a->tp, a->tp_blocks / a->tp, a->tp);
     if (a->pp > 1 && a->zero > 0 && a->dp == 1)
         return mt_error(MT_EINPUT, "meshtrain train: --zero %d shards over the dp group; with --pp alone there is none",
                         a->zero);
@@ -218,13 +210,13 @@ static void rss_report(MtComm *c, const char *what, int64_t before)
 static float *replica_state(MtTrainer *tr, MtDp *dp, MtPipe *pp, float *state[3])
 {
     if (pp) {
-        int64_t len = tr->tc.params_len;
-        float *full = calloc(3 * (size_t)tr->nfloats + 2 * (size_t)len, sizeof(float));
-        MT_ASSERT(full, "no memory for the %lld floats of the stage's slices", 3 * (long long)tr->nfloats + 2 * len);
+        int64_t len = mt_pipe_stage_floats(pp);
+        float *full = calloc(3 * (size_t)tr->nfloats + 3 * (size_t)len, sizeof(float));
+        MT_ASSERT(full, "no memory for the %lld floats of the stage's slices", 3 * (long long)tr->nfloats + 3 * len);
         for (int k = 0; k < 3; k++)
             state[k] = full + k * tr->nfloats;
-        float *arr[3] = {tr->params, full + 3 * tr->nfloats, full + 3 * tr->nfloats + len};
-        mt_pipe_gather_moments(pp, arr[1], arr[2]); /* whole (ZeRO-1 shards them over dp) */
+        float *arr[3] = {full + 3 * tr->nfloats, full + 3 * tr->nfloats + len, full + 3 * tr->nfloats + 2 * len};
+        mt_pipe_gather_state(pp, arr[0], arr[1], arr[2]); /* whole (ZeRO shards them over dp) */
         for (int q = 0; q < tr->nparams; q++) {
             int64_t b, e, at = mt_pipe_piece(pp, q, 0, &b, &e);
             for (int k = 0; at >= 0 && k < 3; k++)
@@ -298,10 +290,14 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, MtComm *c, const
         MtPipeInner in = {pp, mt_tpe_piece, tp, 0, 0}, sh = {pp, mt_tpe_piece, tp, 0, 1}; /* --tp: the slices */
         MtCkptPieces fn = !w ? NULL : tp ? mt_pipe_inner_piece : mt_pipe_piece;
         void *ctx = tp ? (void *)&in : (void *)pp;
-        int z1 = pp->o.zero1_dp > 1; /* ZeRO-1: every copy writes the moments of its chunks */
-        MtCkptPieces mfn = !z1 ? fn : tp ? mt_pipe_inner_piece : mt_pipe_shard_piece;
-        s = par_save(c, dir, &tc->cfg, tp ? tp->whole : tr->table, tr->nparams, &ts, fn, ctx, mfn,
-                     !z1 ? ctx : tp ? (void *)&sh : (void *)pp, P, M, V);
+        /* ZeRO: every rank of the first sharded copy writes the moments of its chunks (FSDP:
+         * the parameters' too) */
+        int z = pp->o.zero_dp > 1, ws = z && mt_comm_group_rank(c, MT_GROUP_DP_REPLICA) == 0;
+        MtCkptPieces sfn = !ws ? NULL : tp ? mt_pipe_inner_piece : mt_pipe_shard_piece;
+        void *sctx = tp ? (void *)&sh : (void *)pp;
+        int z3 = pp->o.zero == 3;
+        s = par_save(c, dir, &tc->cfg, tp ? tp->whole : tr->table, tr->nparams, &ts, z3 ? sfn : fn, z3 ? sctx : ctx,
+                     z ? sfn : fn, z ? sctx : ctx, P, M, V);
     } else if (tp && dp && dp->o.zero > 0) { /* each rank its slices' runs cut to its ZeRO chunks */
         MtDpInner sh = {dp, mt_tpe_piece, tp, 0};
         int z3 = dp->o.zero == 3, w = dp->rank == 0; /* ZeRO-1/2: the parameters are whole on every dp rank */
@@ -565,8 +561,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
         for (int r = 0; r < a.dp * a.tp * a.pp; r++) {
             int64_t b[MT_MEM_NCAT];
             mt_plan_memory(&tc, &pl, r, b);
-            printf("plan rank %d: params %lld grads %lld optimizer %lld bytes\n", r, (long long)b[MT_MEM_PARAMS],
-                   (long long)b[MT_MEM_GRADS], (long long)b[MT_MEM_OPTIM]);
+            printf("plan rank %d: params %lld grads %lld optimizer %lld activations %lld bytes\n", r,
+                   (long long)b[MT_MEM_PARAMS], (long long)b[MT_MEM_GRADS], (long long)b[MT_MEM_OPTIM],
+                   (long long)b[MT_MEM_ACTS]);
         }
         return 0;
     }
@@ -616,11 +613,10 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (use_tp) /* with --dp too: the dp engine steps the tp rank's trainer */
         mt_tpe_setup(&tpe, comm, &tc, a.tp, a.tp_blocks, a.seqpar);
     MtDpSum dsum = {.c = comm, .det = !a.fast_comm};
-    if (comm && a.pp > 1 && a.dp > 1) { /* DDP (or ZeRO-1) over the copies of the pipeline */
-        po.first_mb = mt_comm_group_rank(comm, MT_GROUP_DP) * po.M;
+    if (comm && a.pp > 1 && a.dp > 1) { /* DDP or ZeRO over the copies of the pipeline */
+        mt_pipe_dp_options(&po, a.dp, mt_comm_group_rank(comm, MT_GROUP_DP), a.zero, a.shard, !a.fast_comm);
         po.reduce = mt_dp_sum;
         po.reduce_ctx = &dsum;
-        po.zero1_dp = a.zero == 1 ? a.dp : 0;
     }
     if (comm && a.pp > 1)
         mt_pipe_configure(&tc, &po, a.pp, mt_comm_group_rank(comm, MT_GROUP_PP));

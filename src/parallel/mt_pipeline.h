@@ -27,7 +27,7 @@
  * backward (no overlap with it yet).
  *
  * Memory per rank: its stages' parameters, gradients (one buffer plus ceil(log2 M) tree
- * temporaries), moments; the activation sets of each chunk, as many as its list holds at
+ * temporaries), moments (ZeRO over copies: see MtPipeOptions); the activation sets of each chunk, as many as its list holds at
  * once (mt_schedule_peak_sets), plus one layer's backward scratch; on the last rank the
  * wte replica, its moments, its tree and the H_k awaiting their rows
  * (mt_schedule_peak_wte); landing and send buffers (category other).
@@ -51,20 +51,35 @@ typedef struct {
     int given;               /* stage_layers came from --stage-layers */
     int ltr_stage;           /* test hook (MT_TEST_LTR_STAGE): this stage sums its micro-batches left
                               * to right, an order the equivalence test must catch; -1: none */
-    /* Data parallelism over copies of this pipeline (--dp with --pp): the copy runs the
-     * step's micro-batches [first_mb, first_mb + M), and after its last backward, reduce
-     * sums each gradient span of the rank (its stages', the wte replica's) and the loss
-     * over the copies, in a fixed order; NULL: one copy. */
-    int first_mb;
+    /* Data parallelism over copies of this pipeline (--dp with --pp): the copy's j-th
+     * micro-batch is the step's first_mb + j mb_stride (a contiguous run with stride 1;
+     * round-robin over the copies with stride D), and reduce sums a gradient span and the
+     * loss over the copies in a fixed order after its last backward; NULL: one copy. */
+    int first_mb, mb_stride;
     void (*reduce)(void *ctx, float *x, int64_t n);
     void *reduce_ctx;
-    /* ZeRO-1 over the copies (--zero 1 with --dp D): the AdamW moments of the rank's units
-     * are sharded over its dp group (units padded to D x 512 floats, mt_shard.h); after the
-     * copy's last backward each unit's gradient is reduce-scattered there, each rank clips
-     * and updates its chunks, and the parameters are all-gathered unit by unit.  The wte
-     * replica stays whole (reduce, as DDP).  0: off. */
-    int zero1_dp;
+    /* ZeRO over the copies (--zero 1-3 with --dp D, mt_pipe_dp_options): zero_dp = D (0:
+     * off), zero the stage, zero_shard S the ranks of a sharded copy (hybrid sharding; D
+     * without it), det the fixed-order reductions.  The units of the rank are padded to
+     * S x 512 floats (mt_shard.h) and sharded over its dp_shard group:
+     *  - ZeRO-1, and ZeRO-2/3 with contiguous runs (mb_stride 1): the copy sums its leaves
+     *    as a whole tree, each unit is reduce-scattered after its last backward;
+     *  - ZeRO-2/3 round-robin (mb_stride D): each leaf (a micro-batch's gradient of a
+     *    chunk) is reduce-scattered as soon as it is complete, the round's D leaves being a
+     *    subtree, and the rounds' shards are summed as the tree over rounds: no whole-stage
+     *    tree is kept (one leaf buffer);
+     *  - FSDP (3): the parameters too; each unit is all-gathered into a slot before a pass
+     *    uses it (the next one prefetched) and stays there until the slot is needed for
+     *    another unit or the step ends.
+     * With hybrid sharding each reduced shard is then summed over the dp_replica group.
+     * The wte replica on the last rank stays whole (summed over dp as DDP; round-robin: per
+     * round, at its E).  AdamW runs on the chunks; ZeRO-1/2 all-gather the parameters. */
+    int zero_dp, zero, zero_shard, det;
 } MtPipeOptions;
+
+/* Fills o's data-parallel fields for copy dp_rank of dp (o->M: the copy's micro-batches):
+ * round-robin for ZeRO-2/3 when it is bit for bit (M a power of two) or !det. */
+void mt_pipe_dp_options(MtPipeOptions *o, int dp, int dp_rank, int zero, int shard, int det);
 
 typedef struct {
     int stage, l0, l1, embed, head;
@@ -76,6 +91,7 @@ typedef struct {
     int *freelist, *slot;    /* free set indices; micro-batch -> set */
     float **stash;           /* per set, split schedules: what W needs from B */
     int tstep;               /* position in the tree plan */
+    int zu0, zu1;            /* ZeRO over copies: its units in the shard map [zu0, zu1) */
     const MtTreeStep *plan;  /* the canonical plan (or the test hook's left-to-right one) */
 } MtPipeChunk;
 
@@ -114,12 +130,20 @@ typedef struct {
     float loss;                         /* the last rank's: the step's (over the copies) */
     double *block_sums;                 /* (max_blocks + 1) x P */
     double *tparts;                     /* with --tp: the norm's per-tensor parts (tp_norm_and_loss) */
-    /* ZeRO-1 over copies: the rank's units in its arrays, sharded over dp; the reduced
+    /* ZeRO over copies: the rank's units in its arrays, sharded over dp_shard; the reduced
      * gradient's chunks, their block sums (this rank's, every dp rank's) */
     MtShardMap zmap;
     int zunit[MT_MAX_UNITS];            /* the model unit of each of the map's units */
     float *gshard;
     double *zblocks;
+    int zidx[MT_MAX_UNITS];             /* model unit -> index in zmap (-1: not here) */
+    float *sbuf[MT_MAX_TREE + 1];       /* round-robin: the tree over rounds (0: gshard) */
+    int nsbuf;
+    float *loss_all;                    /* round-robin, last rank: every copy's leaf losses */
+    float *pslot[4];                    /* FSDP: gathered units (embedding, head, blocks by parity) */
+    int64_t pslot_len[4];
+    int slot_unit[4];
+    MtRequest *slot_req[4];
     int64_t *rank_times;                /* the ranks' compute time and span, gathered */
     /* this step, for the log */
     double comm_s, busy_s, t_first, t_last;
@@ -149,10 +173,13 @@ int64_t mt_pipe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
  * (tensor parallelism), fn names its pieces (offsets in the trainer's table layout) and
  * whole is the checkpoint's table; else both NULL. */
 MtStatus mt_pipe_load(MtPipe *p, const char *dir, const MtParam *whole, MtCkptPieces fn, void *ctx);
-/* The stage's whole AdamW moments, laid out as its parameters (params_len floats each):
- * with ZeRO-1 gathered over dp (collective), else copied. */
-void mt_pipe_gather_moments(MtPipe *p, float *m, float *v);
-/* With ZeRO-1 over copies: the moments' pieces this rank holds (its chunks of its units). */
+/* The stage's whole parameters and AdamW moments, laid out as its arrays (the whole
+ * stage's floats each): with ZeRO gathered over dp (collective), else copied. */
+void mt_pipe_gather_state(MtPipe *p, float *params, float *m, float *v);
+/* Floats of the stage's whole arrays (params_len without FSDP). */
+int64_t mt_pipe_stage_floats(const MtPipe *p);
+/* With ZeRO over copies: the pieces of the sharded arrays (moments; FSDP's parameters)
+ * this rank holds (its chunks of its units), at their offsets in the shard. */
 int64_t mt_pipe_shard_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
 /* fn's pieces (ctx) of the tensors this rank owns, moved to its arrays (replica: of the
  * last rank's wte replica instead): what a stage writes or reads with tensor parallelism
@@ -162,12 +189,12 @@ typedef struct {
     MtCkptPieces fn;
     void *ctx;
     int replica;
-    int shard; /* ZeRO-1: the part of each piece in this rank's chunk, placed in its shard */
+    int shard; /* ZeRO: the part of each piece in this rank's chunk, placed in its shard */
 } MtPipeInner;
 int64_t mt_pipe_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);
 /* Bytes per memory category the executor adds to the trainer's arrays on pipeline rank
- * `rank` (dp_rank in its dp group), for tc as mt_pipe_configure left it: the tree's
- * temporaries, the last rank's wte replica with its moments, tree and H_k slots, ZeRO-1's
+ * `rank` (dp_rank: its rank in the dp_shard group), for tc as mt_pipe_configure left it: the tree's
+ * temporaries, the last rank's wte replica with its moments, tree and H_k slots, ZeRO's
  * gradient chunks, as mt_pipe_init allocates them (added into bytes; mt_plan.h). */
 void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int dp_rank,
                   int64_t bytes[MT_MEM_NCAT]);

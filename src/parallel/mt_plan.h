@@ -4,9 +4,12 @@
  * that rank of the mesh (tensor parallelism's slices, the pipeline's stage, data
  * parallelism's shards) and adds up what the trainer and each technique allocate: the
  * parameters, gradients (with tree temporaries, ZeRO's unit buffers and round trees, the
- * pipeline's tree and wte replica) and AdamW moments, per memory category, exactly as
- * `mem` in the training log measures them.  Activations are not predicted here (their
- * formulas are the techniques' own, README).  Pure: no MPI, no allocation of the state.
+ * pipeline's tree and wte replica, FSDP's unit slots), AdamW moments and activations (the
+ * trainer's whole-model set, or a pipeline stage's sets as its schedule holds them at once,
+ * their stashes for W and the backward scratch; tensor parallelism's slices and sequence
+ * split inside), per memory category, exactly as `mem` in the training log measures them
+ * (its peaks: nothing in these categories is freed during a step).  Transfer buffers
+ * (category other) are not predicted.  Pure: no MPI, no allocation of the state.
  * The core of a layout planner: try layouts, keep those that fit.
  */
 #ifndef MT_PLAN_H
@@ -25,7 +28,7 @@ typedef struct {
     MtPipeOptions po;   /* with pp > 1: as mt_pipe_check filled it for the whole step's M */
 } MtPlanLayout;
 
-/* Bytes per category (params, grads, optimizer; activations and other 0) of world rank
+/* Bytes per category (params, grads, optimizer, activations; other 0) of world rank
  * `rank`; tc as the command line sets it before any technique configures it. */
 void mt_plan_memory(const MtTrainConfig *tc, const MtPlanLayout *l, int rank, int64_t bytes[MT_MEM_NCAT]);
 

@@ -38,12 +38,31 @@ static void chunk_units(const MtPipeOptions *o, int L, int P, int rank, int c, M
     ch->l1 = *ul < L ? *ul : L;
 }
 
+static int pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+void mt_pipe_dp_options(MtPipeOptions *o, int dp, int dp_rank, int zero, int shard, int det)
+{
+    int rr = dp > 1 && zero >= 2 && (!det || pow2(o->M));
+    o->first_mb = rr ? dp_rank : dp_rank * o->M;
+    o->mb_stride = rr ? dp : 1;
+    o->zero_dp = dp > 1 && zero > 0 ? dp : 0;
+    o->zero = o->zero_dp ? zero : 0;
+    o->zero_shard = shard > 0 ? shard : dp;
+    o->det = det;
+}
+
+/* ZeRO over copies: S ranks shard the units; round-robin leaves; FSDP */
+static int zero_S(const MtPipeOptions *o) { return o->zero_dp > 1 ? o->zero_shard : 0; }
+static int rr(const MtPipe *p) { return p->o.mb_stride > 1; }
+static int fsdp(const MtPipe *p) { return p->o.zero == 3; }
+
 void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank)
 {
     int np = mt_param_count(&tc->cfg);
     MtParam *t = malloc(sizeof(MtParam) * (size_t)np);
     MT_ASSERT(t, "out of memory");
-    tc->unit_align = o->zero1_dp > 1 ? mt_shard_align(o->zero1_dp) : 1; /* ZeRO-1: chunks of whole norm blocks */
+    int S = zero_S(o);
+    tc->unit_align = S > 0 ? mt_shard_align(S) : 1; /* ZeRO: chunks of whole norm blocks */
     int64_t total = mt_trainer_table(tc, t), local = 0; /* a tensor-parallel rank's slices with --tp */
     for (int c = 0; c < o->V; c++) {
         MtPipeChunk ch;
@@ -57,13 +76,21 @@ void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int ran
     }
     free(t);
     tc->params_len = tc->grads_len = tc->optim_len = local;
-    if (o->zero1_dp > 1)
-        tc->optim_len = local / o->zero1_dp;
+    if (S > 0)
+        tc->optim_len = local / S;
+    if (S > 0 && o->zero == 3)
+        tc->params_len = local / S; /* FSDP: the shard; the units are gathered into slots */
     tc->tree_span = 1; /* the executor keeps its own tree buffers */
     tc->acts_none = 1;
 }
 
 /* ---- set-up ---- */
+
+static void pipe_units(const MtPipe *p, const MtPipeChunk *ch, int *uf, int *ul)
+{
+    *uf = ch->embed ? 0 : ch->l0 + 1;
+    *ul = ch->head ? p->tr->tc.cfg.L + 1 : ch->l1;
+}
 
 static void poll(void *ctx); /* progresses the step's transfers (below) */
 
@@ -115,6 +142,72 @@ int64_t mt_pipe_stash_floats(const MtPipe *p, int c)
     return mt_model_stash_floats(&tc->cfg, tc->micro, tc->seq, ch->l1 - ch->l0, ch->head, ch->embed);
 }
 
+/* which FSDP slot a unit uses: embedding, head, blocks by parity */
+static int slot_of(const MtPipe *p, int u)
+{
+    return u == 0 ? 0 : u == p->tr->tc.cfg.L + 1 ? 1 : 2 + (u & 1);
+}
+
+static int64_t tree_temps_of(const MtPipe *p) { return mt_tree_temps(p->o.M); }
+
+/* ZeRO over copies: the rank's units, in its arrays, sharded over its dp_shard group; the
+ * reduced gradient's chunks (round-robin: with the tree over rounds); FSDP's slots and the
+ * initialisation of its shard (a pure function of each element's index, as everywhere) */
+static MtStatus zero_init(MtPipe *p)
+{
+    MtTrainer *tr = p->tr;
+    int S = zero_S(&p->o);
+    int64_t lo[MT_MAX_UNITS], hi[MT_MAX_UNITS];
+    int nu = 0;
+    for (int k = 0; k < p->V; k++) {
+        MtPipeChunk *ch = &p->ch[k];
+        int uf, ul;
+        pipe_units(p, ch, &uf, &ul);
+        ch->zu0 = nu;
+        for (int u = uf; u <= ul; u++, nu++) {
+            p->zunit[nu] = u;
+            p->zidx[u] = nu;
+            lo[nu] = ch->loff + (tr->unit_lo[u] - ch->lo);
+            hi[nu] = lo[nu] + (tr->unit_hi[u] - tr->unit_lo[u]);
+        }
+        ch->zu1 = nu;
+    }
+    MtShardMap *m = &p->zmap;
+    MT_ASSERT(mt_shard_map(lo, hi, nu, S, mt_comm_group_rank(p->c, MT_GROUP_DP_SHARD), m) == 0,
+              "the pipeline's units are not aligned for %d dp shards", S);
+    p->nsbuf = rr(p) ? 1 + (int)tree_temps_of(p) : 1;
+    for (int i = 0; i < p->nsbuf; i++)
+        if (!(p->sbuf[i] = alloc_f(p, MT_MEM_GRADS, m->shard_len)))
+            return MT_ENOMEM;
+    p->gshard = p->sbuf[0];
+    p->zblocks = malloc(sizeof(double) * (size_t)(m->shard_len / MT_NORM_BLOCK) * (1 + S));
+    if (!p->zblocks)
+        return MT_ENOMEM;
+    if (rr(p) && p->rank == p->P - 1 && !(p->loss_all = malloc(2 * sizeof(float) * (size_t)p->o.M * p->o.zero_dp)))
+        return MT_ENOMEM;
+    if (!fsdp(p))
+        return MT_OK;
+    for (int i = 0; i < nu; i++) {
+        int s = slot_of(p, p->zunit[i]);
+        p->pslot_len[s] = m->len[i] > p->pslot_len[s] ? m->len[i] : p->pslot_len[s];
+    }
+    for (int s = 0; s < 4; s++)
+        if (p->pslot_len[s] && !(p->pslot[s] = alloc_f(p, MT_MEM_PARAMS, p->pslot_len[s])))
+            return MT_ENOMEM;
+    for (int q = 0; q < tr->nparams; q++) {
+        const MtParam *t = &tr->table[q];
+        int i = p->zidx[t->unit];
+        if (i < 0)
+            continue;
+        int64_t b, e, at = mt_pipe_piece(p, q, 0, &b, &e); /* where the tensor sits in the stage */
+        int64_t cl = mt_shard_chunk_lo(m, i), x = at > cl ? at : cl;
+        int64_t y = at + t->numel < cl + m->chunk[i] ? at + t->numel : cl + m->chunk[i];
+        if (x < y)
+            mt_trainer_param_init(tr, q, x - at, y - at, tr->params + m->shard_off[i] + (x - cl));
+    }
+    return MT_OK;
+}
+
 MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *o)
 {
     memset(p, 0, sizeof *p);
@@ -159,7 +252,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         ch->skip = ch->embed ? VC : 0; /* the first stage's wte gradient comes whole from the last */
         ch->plan = ch->stage == o->ltr_stage && M > 1 ? p->ltr : p->plan;
         off += ch->hi - ch->lo;
-        for (int u = uf; u <= ul; u++)
+        for (int u = uf; u <= ul && !fsdp(p); u++) /* FSDP: views on the slots, as units are gathered */
             mt_weights_view_unit(cfg, tr->table, tr->nparams, u, tr->params + ch->loff + (tr->unit_lo[u] - ch->lo), &p->w);
         ch->nsets = mt_schedule_peak_sets(&p->sched, p->list, p->nlist, k);
         ch->sets = calloc((size_t)ch->nsets, sizeof(MtActs));
@@ -186,19 +279,19 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
                 !(ch->stash[i] = alloc_f(p, MT_MEM_ACTS, mt_pipe_stash_floats(p, k))))
                 goto oom;
         }
-        /* initialisation: a pure function of (seed, name, element) */
-        for (int q = 0; q < tr->nparams; q++) {
+        /* initialisation: a pure function of (seed, name, element); FSDP: the shard, below */
+        for (int q = 0; q < tr->nparams && !fsdp(p); q++) {
             const MtParam *pp = &tr->table[q];
             if (pp->unit >= uf && pp->unit <= ul)
                 mt_trainer_param_init(tr, q, 0, pp->numel, tr->params + ch->loff + (pp->offset - ch->lo));
         }
     }
-    MT_ASSERT(off == tc->params_len, "pipeline arrays: %lld floats laid out, %lld allocated", (long long)off,
-              (long long)tc->params_len);
-    /* gradient tree buffers */
+    MT_ASSERT(off == tc->grads_len, "pipeline arrays: %lld floats laid out, %lld allocated", (long long)off,
+              (long long)tc->grads_len);
+    /* gradient tree buffers (round-robin: the tree runs on shards, below) */
     p->ngbuf = 1 + mt_tree_temps(M);
     p->gbuf[0] = tr->grads;
-    for (int i = 1; i < p->ngbuf; i++)
+    for (int i = 1; i < p->ngbuf && !rr(p); i++)
         if (!(p->gbuf[i] = alloc_f(p, MT_MEM_GRADS, off)))
             goto oom;
     /* the last rank's tied embedding: replica, moments, its tree, the H_k awaiting rows */
@@ -260,25 +353,12 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     }
     p->block_sums = malloc(sizeof(double) * (size_t)(p->max_blocks + 1) * p->P);
     p->rank_times = malloc(sizeof(int64_t) * 3 * (size_t)mt_comm_size(c));
-    if (o->zero1_dp > 1) { /* ZeRO-1: the rank's units, in its arrays, sharded over dp */
-        int64_t lo[MT_MAX_UNITS], hi[MT_MAX_UNITS];
-        int nu = 0;
-        for (int k = 0; k < p->V; k++) {
-            MtPipeChunk *ch = &p->ch[k];
-            int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? cfg->L + 1 : ch->l1;
-            for (int u = uf; u <= ul; u++, nu++) {
-                p->zunit[nu] = u;
-                lo[nu] = ch->loff + (tr->unit_lo[u] - ch->lo);
-                hi[nu] = lo[nu] + (tr->unit_hi[u] - tr->unit_lo[u]);
-            }
-        }
-        MT_ASSERT(mt_shard_map(lo, hi, nu, o->zero1_dp, mt_comm_group_rank(c, MT_GROUP_DP), &p->zmap) == 0,
-                  "the pipeline's units are not aligned for %d dp shards", o->zero1_dp);
-        p->gshard = alloc_f(p, MT_MEM_GRADS, p->zmap.shard_len);
-        p->zblocks = malloc(sizeof(double) * (size_t)(p->zmap.shard_len / MT_NORM_BLOCK) * (1 + o->zero1_dp));
-        if (!p->gshard || !p->zblocks)
-            goto oom;
-    }
+    for (int u = 0; u < MT_MAX_UNITS; u++)
+        p->zidx[u] = -1;
+    for (int s = 0; s < 4; s++)
+        p->slot_unit[s] = -1;
+    if (zero_S(o) > 0 && zero_init(p) != MT_OK)
+        goto oom;
     if (tc->tp) /* tp_norm_and_loss: mine, every stage's, the tensors', every tp rank's */
         p->tparts = malloc(sizeof(double) * (size_t)(tr->nparams + 1) * (1 + p->P + 1 + tc->tp->N));
     if (!p->block_sums || !p->rank_times || (tc->tp && !p->tparts))
@@ -308,7 +388,8 @@ void mt_pipe_free(MtPipe *p)
     }
     mt_acts_free(&p->scratch, &p->tr->mem);
     for (int i = 1; i < p->ngbuf; i++)
-        free_f(p, MT_MEM_GRADS, p->gbuf[i], p->tr->tc.grads_len);
+        if (p->gbuf[i])
+            free_f(p, MT_MEM_GRADS, p->gbuf[i], p->tr->tc.grads_len);
     if (p->wte) {
         free_f(p, MT_MEM_PARAMS, p->wte, VC);
         free_f(p, MT_MEM_OPTIM, p->wte_m, VC);
@@ -343,8 +424,13 @@ void mt_pipe_free(MtPipe *p)
     if (p->erows)
         free_f(p, MT_MEM_OTHER, p->erows, erows(p));
     free(p->zblocks);
-    if (p->gshard)
-        free_f(p, MT_MEM_GRADS, p->gshard, p->zmap.shard_len);
+    for (int i = 0; i < p->nsbuf; i++)
+        if (p->sbuf[i])
+            free_f(p, MT_MEM_GRADS, p->sbuf[i], p->zmap.shard_len);
+    for (int s = 0; s < 4; s++)
+        if (p->pslot[s])
+            free_f(p, MT_MEM_PARAMS, p->pslot[s], p->pslot_len[s]);
+    free(p->loss_all);
     free(p->rank_times);
     memset(p, 0, sizeof *p);
 }
@@ -440,6 +526,55 @@ static void send(MtPipe *p, MtGroupKind g, int peer, int t, const float *x, int6
     clock_in(p, t0);
 }
 
+/* ---- FSDP: units gathered into slots ---- */
+
+static void start_gather(MtPipe *p, int u)
+{
+    int s = slot_of(p, u), i = p->zidx[u];
+    if (p->slot_unit[s] == u)
+        return;
+    MT_ASSERT(!p->slot_req[s] && i >= 0, "FSDP slot %d is still being gathered (unit %d)", s, u);
+    double t = mt_now();
+    p->slot_req[s] = mt_iallgather(p->c, MT_GROUP_DP_SHARD, p->tr->params + p->zmap.shard_off[i], p->pslot[s],
+                                   p->zmap.len[i]);
+    p->slot_unit[s] = u;
+    clock_in(p, t);
+}
+
+/* Unit u's parameters in its slot and the views on them, then the gather of `next` (the
+ * unit the pass needs after u; -1 none) started.  A unit stays in its slot until another
+ * takes the slot: a stage of one or two blocks gathers each unit once per step. */
+static void params_need(MtPipe *p, int u, int next)
+{
+    if (!fsdp(p))
+        return;
+    int s = slot_of(p, u);
+    start_gather(p, u);
+    if (p->slot_req[s]) {
+        double t = mt_now();
+        req_done(p, &p->slot_req[s], 1);
+        clock_in(p, t);
+    }
+    mt_weights_view_unit(&p->tr->tc.cfg, p->tr->table, p->tr->nparams, u, p->pslot[s], &p->w);
+    if (next >= 0 && slot_of(p, next) != s)
+        start_gather(p, next);
+}
+
+/* after the update: every slot holds old parameters */
+static void params_release(MtPipe *p)
+{
+    for (int s = 0; s < 4; s++) {
+        MT_ASSERT(!p->slot_req[s], "FSDP slot %d still being gathered at the end of the step", s);
+        p->slot_unit[s] = -1;
+    }
+}
+
+/* the unit after block l's in a forward through chunk ch (-1: none) */
+static int next_forward(const MtPipe *p, const MtPipeChunk *ch, int l)
+{
+    return l + 1 < ch->l1 ? l + 2 : ch->head ? p->tr->tc.cfg.L + 1 : -1;
+}
+
 /* ---- the tied embedding on the last rank ---- */
 
 static const int32_t *tokens_of(const MtPipe *p, int mb)
@@ -489,6 +624,11 @@ static void poll_e(MtPipe *p, int wait)
         const MtTreeStep *ts = &p->plan[p->wtstep];
         MT_ASSERT(ts->leaf == p->e_next, "embedding leaf %d out of order (plan expects %d)", p->e_next, ts->leaf);
         memcpy(p->wbuf[ts->buf], p->hslot[h], sizeof(float) * (size_t)VC);
+        if (rr(p)) { /* round-robin: the round's leaves over the copies (a subtree), at this E */
+            t = mt_now();
+            mt_allreduce(p->c, MT_GROUP_DP, p->wbuf[ts->buf], VC, p->o.det);
+            clock_in(p, t);
+        }
         p->wtstep = tree_adds(p, p->plan, p->wtstep, p->wbuf, 0, VC);
         p->h_mb[h] = -1;
         p->e_next++;
@@ -534,19 +674,22 @@ static void forward(MtPipe *p, const MtAction *a)
     MtActs *s = &ch->sets[slot];
     int64_t off = (int64_t)a->mb * tc->micro * tc->seq;
     double t0 = mt_comm_clock(p->c);
-    if (ch->embed)
+    if (ch->embed) {
+        params_need(p, 0, ch->l0 + 1);
         mt_model_embed_forward(&tc->cfg, &p->w, s, p->tr->inputs + off);
-    else {
+    } else {
         memcpy(s->encoded, p->land[land], sizeof(float) * (size_t)rows(p));
         p->land_key[land] = -1;
     }
     const float *x = s->encoded;
     for (int l = ch->l0; l < ch->l1; l++) {
+        params_need(p, l + 1, next_forward(p, ch, l));
         mt_model_block_forward(&tc->cfg, &p->w, s, l, x);
         x = s->res3[l];
         progress(p);
     }
     if (ch->head) {
+        params_need(p, tc->cfg.L + 1, -1);
         double step_tokens = (double)tc->batch * tc->seq;
         double sum = mt_model_head_forward(&tc->cfg, &p->w, s, x, p->tr->targets + off, (float)(1.0 / step_tokens));
         p->leaf_loss[a->mb] = (float)(sum / step_tokens);
@@ -563,7 +706,7 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
     const MtTreeStep *ts = &ch->plan[ch->tstep];
     MT_ASSERT(ts->leaf == mb, "stage %d: gradient of micro-batch %d out of order (tree expects %d)", ch->stage, mb,
               ts->leaf);
-    float *g = p->gbuf[ts->buf];
+    float *g = rr(p) ? tr->grads : p->gbuf[ts->buf]; /* round-robin: the leaf buffer, reduced at leaf_end */
     if (ch->embed) /* wpe adds its rows (wte comes whole from the last rank); the rest is assigned */
         memset(g + ch->loff + ch->skip, 0, sizeof(float) * (size_t)(tr->unit_hi[0] - ch->lo - ch->skip));
     int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? cfg->L + 1 : ch->l1;
@@ -580,8 +723,29 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
 
 static void leaf_end(MtPipe *p, MtPipeChunk *ch, int mb)
 {
-    ch->tstep = tree_adds(p, ch->plan, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
+    if (!rr(p))
+        ch->tstep = tree_adds(p, ch->plan, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
     ch->freelist[ch->nfree++] = ch->slot[mb];
+}
+
+/* Round-robin: the leaf's units reduce-scattered over the copies (this round's leaves, a
+ * subtree; with hybrid sharding then summed over the replicas) into the tree over rounds. */
+static void leaf_reduce(MtPipe *p, MtPipeChunk *ch)
+{
+    if (!rr(p))
+        return;
+    const MtShardMap *m = &p->zmap;
+    float *dst = p->sbuf[ch->plan[ch->tstep].buf];
+    int replicas = mt_comm_group_size(p->c, MT_GROUP_DP_REPLICA);
+    double t = mt_now();
+    for (int i = ch->zu0; i < ch->zu1; i++) {
+        mt_reduce_scatter(p->c, MT_GROUP_DP_SHARD, p->tr->grads + m->lo[i], dst + m->shard_off[i], m->len[i], p->o.det);
+        if (replicas > 1)
+            mt_allreduce(p->c, MT_GROUP_DP_REPLICA, dst + m->shard_off[i], m->chunk[i], p->o.det);
+    }
+    clock_in(p, t);
+    int64_t a = m->shard_off[ch->zu0], b = m->shard_off[ch->zu1 - 1] + m->chunk[ch->zu1 - 1];
+    ch->tstep = tree_adds(p, ch->plan, ch->tstep, p->sbuf, a, b - a);
 }
 
 static const float *block_input(const MtPipeChunk *ch, const MtActs *s, int l)
@@ -612,6 +776,8 @@ static void backward(MtPipe *p, const MtAction *a, int split)
         leaf_begin(p, ch, a->mb, &gv);
     double t0 = mt_comm_clock(p->c);
     const float *xh = ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded;
+    if (ch->head)
+        params_need(p, cfg->L + 1, ch->l1);
     if (!ch->head) {
         memcpy(s->dres, p->land[land], sizeof(float) * (size_t)rows(p));
         p->land_key[land] = -1;
@@ -621,6 +787,7 @@ static void backward(MtPipe *p, const MtAction *a, int split)
         mt_model_head_backward(cfg, &p->w, &gv, s, xh);
     progress(p);
     for (int l = ch->l1 - 1; l >= ch->l0; l--) {
+        params_need(p, l + 1, l > ch->l0 ? l : -1);
         if (split)
             mt_model_block_backward_input(cfg, &p->w, s, l, block_input(ch, s, l), stash(p, ch, slot, l));
         else
@@ -641,6 +808,8 @@ static void backward(MtPipe *p, const MtAction *a, int split)
     if (!split)
         leaf_end(p, ch, a->mb);
     busy(p, t0, MT_ACT_B, a);
+    if (!split)
+        leaf_reduce(p, ch);
 }
 
 /* the weight half W of a split backward: the leaf's parameter gradients from the stash */
@@ -658,6 +827,7 @@ static void weights(MtPipe *p, const MtAction *a)
                                       stash(p, ch, slot, STASH_HEAD));
     progress(p);
     for (int l = ch->l1 - 1; l >= ch->l0; l--) {
+        params_need(p, l + 1, l > ch->l0 ? l : -1); /* recomputation runs the block's forward */
         mt_model_block_backward_weight(&tc->cfg, &p->w, &gv, s, l, block_input(ch, s, l), stash(p, ch, slot, l));
         progress(p);
     }
@@ -666,6 +836,7 @@ static void weights(MtPipe *p, const MtAction *a)
                             tc->cfg.C);
     leaf_end(p, ch, a->mb);
     busy(p, t0, MT_ACT_W, a);
+    leaf_reduce(p, ch);
 }
 
 static void run(MtPipe *p, const MtAction *a)
@@ -709,9 +880,9 @@ static void run(MtPipe *p, const MtAction *a)
         clock_in(p, t);
         break;
     }
-    case MT_ACT_E:
+    case MT_ACT_E: /* round-robin: completed here, where every copy reduces it */
         p->e_due++;
-        poll_e(p, 0);
+        poll_e(p, rr(p) ? p->e_due - p->e_next : 0);
         break;
     default:
         MT_ASSERT(0, "the executor cannot run action kind %d yet", a->kind);
@@ -731,9 +902,9 @@ static float loss_tree(const float *x, int lo, int hi)
 /* the single-device norm: every unit's block sums in order, from whichever rank holds it;
  * the last rank's loss rides along.  The first stage sums its other units while the wte
  * gradient (*wte, in flight from the last rank) arrives. */
-/* ZeRO-1: the first stage's share of the wte gradient (arrived whole) into its shard, then
+/* ZeRO: the first stage's share of the wte gradient (arrived whole) into its shard, then
  * every unit's block sums from the dp ranks' chunks, in flat order, into mine */
-static void zero1_blocks(MtPipe *p, double *mine, MtRequest **wte)
+static void zero_blocks(MtPipe *p, double *mine, MtRequest **wte)
 {
     const MtShardMap *m = &p->zmap;
     double t = mt_now();
@@ -752,7 +923,7 @@ static void zero1_blocks(MtPipe *p, double *mine, MtRequest **wte)
     for (int i = 0; i < m->nunits; i++)
         mt_block_sumsq(p->gshard + m->shard_off[i], m->chunk[i], p->zblocks + m->shard_off[i] / MT_NORM_BLOCK);
     t = mt_now();
-    mt_allgather(p->c, MT_GROUP_DP, (const float *)p->zblocks, (float *)all, 2 * nb * m->N);
+    mt_allgather(p->c, MT_GROUP_DP_SHARD, (const float *)p->zblocks, (float *)all, 2 * nb * m->N);
     clock_in(p, t);
     for (int i = 0; i < m->nunits; i++)
         for (int r = 0; r < m->N; r++)
@@ -767,9 +938,9 @@ static double norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
     int64_t K = p->max_blocks + 1;
     double *mine = p->block_sums + (int64_t)p->rank * K;
     memset(mine, 0, sizeof(double) * (size_t)K);
-    if (p->o.zero1_dp > 1)
-        zero1_blocks(p, mine, wte);
-    for (int pass = 0; pass < 2 && p->o.zero1_dp <= 1; pass++) /* units other than the embedding, then the embedding */
+    if (p->o.zero_dp > 1)
+        zero_blocks(p, mine, wte);
+    for (int pass = 0; pass < 2 && p->o.zero_dp <= 1; pass++) /* units other than the embedding, then the embedding */
         for (int k = 0; k < p->V; k++) {
             MtPipeChunk *ch = &p->ch[k];
             int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? tr->tc.cfg.L + 1 : ch->l1;
@@ -812,14 +983,14 @@ static double tp_norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
     clock_in(p, t);
     memset(mine, 0, sizeof(double) * (size_t)(n + 1));
     double *blocks = p->block_sums + (int64_t)p->rank * (p->max_blocks + 1);
-    if (p->o.zero1_dp > 1) /* ZeRO-1: the reduced gradient is in the dp ranks' chunks */
-        zero1_blocks(p, blocks, wte);
+    if (p->o.zero_dp > 1) /* ZeRO: the reduced gradient is in the dp ranks' chunks */
+        zero_blocks(p, blocks, wte);
     for (int q = 0; q < n; q++) {
         int64_t b, e, at = mt_pipe_piece(p, q, 0, &b, &e);
         if (at < 0)
             continue;
         const MtParam *t = &tr->table[q];
-        if (p->o.zero1_dp > 1) { /* one slice per rank (K = N): its blocks in order (every tensor starts one) */
+        if (p->o.zero_dp > 1) { /* one slice per rank (K = N): its blocks in order (every tensor starts one) */
             const double *bs = blocks + p->unit_block[t->unit] + (t->offset - tr->unit_lo[t->unit]) / MT_NORM_BLOCK;
             for (int64_t k = 0; k * MT_NORM_BLOCK < t->numel; k++)
                 mine[q] += bs[k];
@@ -851,8 +1022,9 @@ static int64_t flat_of(const MtPipe *p, int64_t at)
     return -1;
 }
 
-/* ZeRO-1: clip and AdamW on the rank's chunks, then each unit's parameters all-gathered */
-static void zero1_update(MtPipe *p, double norm, float lr)
+/* ZeRO: clip and AdamW on the rank's chunks, then (ZeRO-1/2) each unit's parameters
+ * all-gathered; FSDP keeps its shard and gathers units as passes need them */
+static void zero_update(MtPipe *p, double norm, float lr)
 {
     MtTrainer *tr = p->tr;
     const MtOptimConfig *oc = &tr->tc.oc;
@@ -860,26 +1032,38 @@ static void zero1_update(MtPipe *p, double norm, float lr)
     mt_grad_clip(p->gshard, m->shard_len, oc->grad_clip, norm);
     for (int i = 0; i < m->nunits; i++) {
         int64_t cl = mt_shard_chunk_lo(m, i), flat = flat_of(p, cl);
-        mt_adamw_range(tr->table, tr->nparams, flat, flat + m->chunk[i], tr->params + cl, p->gshard + m->shard_off[i],
+        float *param = fsdp(p) ? tr->params + m->shard_off[i] : tr->params + cl;
+        mt_adamw_range(tr->table, tr->nparams, flat, flat + m->chunk[i], param, p->gshard + m->shard_off[i],
                        tr->m + m->shard_off[i], tr->v + m->shard_off[i], oc, lr, (int)tr->step + 1);
+    }
+    if (fsdp(p)) {
+        params_release(p);
+        return;
     }
     double t = mt_now();
     for (int i = 0; i < m->nunits; i++)
-        mt_allgather(p->c, MT_GROUP_DP, tr->params + mt_shard_chunk_lo(m, i), tr->params + m->lo[i], m->len[i]);
+        mt_allgather(p->c, MT_GROUP_DP_SHARD, tr->params + mt_shard_chunk_lo(m, i), tr->params + m->lo[i], m->len[i]);
     clock_in(p, t);
 }
 
-void mt_pipe_gather_moments(MtPipe *p, float *m, float *v)
+int64_t mt_pipe_stage_floats(const MtPipe *p) { return p->tr->tc.grads_len; }
+
+void mt_pipe_gather_state(MtPipe *p, float *params, float *m, float *v)
 {
     const MtShardMap *z = &p->zmap;
-    if (p->o.zero1_dp <= 1) {
-        memcpy(m, p->tr->m, sizeof(float) * (size_t)p->tr->tc.optim_len);
-        memcpy(v, p->tr->v, sizeof(float) * (size_t)p->tr->tc.optim_len);
+    int64_t n = mt_pipe_stage_floats(p);
+    if (!fsdp(p))
+        memcpy(params, p->tr->params, sizeof(float) * (size_t)n);
+    if (p->o.zero_dp <= 1) {
+        memcpy(m, p->tr->m, sizeof(float) * (size_t)n);
+        memcpy(v, p->tr->v, sizeof(float) * (size_t)n);
         return;
     }
     for (int i = 0; i < z->nunits; i++) {
-        mt_allgather(p->c, MT_GROUP_DP, p->tr->m + z->shard_off[i], m + z->lo[i], z->len[i]);
-        mt_allgather(p->c, MT_GROUP_DP, p->tr->v + z->shard_off[i], v + z->lo[i], z->len[i]);
+        if (fsdp(p))
+            mt_allgather(p->c, MT_GROUP_DP_SHARD, p->tr->params + z->shard_off[i], params + z->lo[i], z->len[i]);
+        mt_allgather(p->c, MT_GROUP_DP_SHARD, p->tr->m + z->shard_off[i], m + z->lo[i], z->len[i]);
+        mt_allgather(p->c, MT_GROUP_DP_SHARD, p->tr->v + z->shard_off[i], v + z->lo[i], z->len[i]);
     }
 }
 
@@ -911,8 +1095,16 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     const MtTrainConfig *tc = &tr->tc;
     const MtOptimConfig *oc = &tc->oc;
     int64_t VC = tr->table[0].numel;
-    mt_batch_fill(data, tc->seed, tr->step, p->o.first_mb * tc->micro, p->o.M * tc->micro, tc->seq, tr->inputs,
-                  tr->targets);
+    if (!rr(p))
+        mt_batch_fill(data, tc->seed, tr->step, p->o.first_mb * tc->micro, p->o.M * tc->micro, tc->seq, tr->inputs,
+                      tr->targets);
+    for (int j = 0; rr(p) && j < p->o.M; j++) { /* round-robin: round j's micro-batch of this copy */
+        int64_t at = (int64_t)j * tc->micro * tc->seq;
+        mt_batch_fill(data, tc->seed, tr->step, (p->o.first_mb + j * p->o.mb_stride) * tc->micro, tc->micro, tc->seq,
+                      tr->inputs + at, tr->targets + at);
+    }
+    if (rr(p) && p->ch[0].embed) /* the leaves' wte part stays zero: it comes whole from the last rank */
+        memset(tr->grads + p->ch[0].loff, 0, sizeof(float) * (size_t)p->ch[0].skip);
     for (int k = 0; k < p->V; k++) {
         MtPipeChunk *ch = &p->ch[k];
         ch->nfree = ch->nsets;
@@ -941,15 +1133,29 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     for (int i = 0; i < p->send_next; i++)
         req_done(p, &p->send_req[i], 1);
     p->loss = p->rank == p->P - 1 ? loss_tree(p->leaf_loss, 0, p->o.M) : 0.0f;
-    if (p->o.zero1_dp > 1) { /* ZeRO-1: each unit reduce-scattered over the copies */
+    if (rr(p) && p->rank == p->P - 1) { /* the copies' leaf losses, back in the step's order */
+        int D = p->o.zero_dp, M = p->o.M;
+        float *all = p->loss_all + (int64_t)M * D;
+        mt_allgather(p->c, MT_GROUP_DP, p->leaf_loss, p->loss_all, (int64_t)M * D);
+        memcpy(all, p->loss_all, sizeof(float) * (size_t)M * D); /* copy d's leaf j is micro-batch j D + d */
+        for (int d = 0; d < D; d++)
+            for (int j = 0; j < M; j++)
+                p->loss_all[j * D + d] = all[d * M + j];
+        p->loss = loss_tree(p->loss_all, 0, M * D);
+    }
+    if (p->o.zero_dp > 1 && !rr(p)) { /* ZeRO: each unit reduce-scattered over the copies */
         if (p->ch[0].embed) /* the wte part comes whole (and reduced) from the last stage */
             memset(tr->grads + p->ch[0].loff, 0, sizeof(float) * (size_t)p->ch[0].skip);
-        for (int i = 0; i < p->zmap.nunits; i++)
-            mt_reduce_scatter(p->c, MT_GROUP_DP, tr->grads + p->zmap.lo[i], p->gshard + p->zmap.shard_off[i],
-                              p->zmap.len[i], 1);
+        int replicas = mt_comm_group_size(p->c, MT_GROUP_DP_REPLICA);
+        for (int i = 0; i < p->zmap.nunits; i++) {
+            float *dst = p->gshard + p->zmap.shard_off[i];
+            mt_reduce_scatter(p->c, MT_GROUP_DP_SHARD, tr->grads + p->zmap.lo[i], dst, p->zmap.len[i], p->o.det);
+            if (replicas > 1) /* hybrid sharding: the copies' sums are the upper levels */
+                mt_allreduce(p->c, MT_GROUP_DP_REPLICA, dst, p->zmap.chunk[i], p->o.det);
+        }
     }
-    if (p->o.reduce) { /* over the copies: every span this rank sums, and the loss */
-        for (int k = 0; k < p->V && p->o.zero1_dp <= 1; k++) {
+    if (p->o.reduce && !rr(p)) { /* over the copies: every span this rank sums, and the loss */
+        for (int k = 0; k < p->V && p->o.zero_dp <= 1; k++) {
             MtPipeChunk *ch = &p->ch[k];
             p->o.reduce(p->o.reduce_ctx, tr->grads + ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
         }
@@ -967,8 +1173,8 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     clock_in(p, t);
     double norm = sqrt(tc->tp ? tp_norm_and_loss(p, &st->loss, &wte) : norm_and_loss(p, &st->loss, &wte));
     float lr = mt_lr_at(oc, (int)tr->step);
-    if (p->o.zero1_dp > 1)
-        zero1_update(p, norm, lr);
+    if (p->o.zero_dp > 1)
+        zero_update(p, norm, lr);
     else {
         mt_grad_clip(tr->grads, tc->grads_len, oc->grad_clip, norm);
         for (int k = 0; k < p->V; k++) {
@@ -1018,15 +1224,19 @@ double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin)
             MtPipeChunk *ch = &p->ch[stage / p->P];
             MtActs a = ch->sets[0]; /* same buffers, fewer rows */
             a.B = b;
-            if (ch->embed)
+            if (ch->embed) {
+                params_need(p, 0, ch->l0 + 1);
                 mt_model_embed_forward(&tc->cfg, &p->w, &a, tr->inputs);
-            else
+            } else
                 mt_recv(p->c, MT_GROUP_PP, a.encoded, n, (stage - 1) % p->P);
             const float *x = a.encoded;
             for (int l = ch->l0; l < ch->l1; l++) {
+                params_need(p, l + 1, next_forward(p, ch, l));
                 mt_model_block_forward(&tc->cfg, &p->w, &a, l, x);
                 x = a.res3[l];
             }
+            if (ch->head)
+                params_need(p, tc->cfg.L + 1, -1);
             if (ch->head)
                 total += mt_model_head_forward(&tc->cfg, &p->w, &a, x, tr->targets, 0.0f);
             else
@@ -1068,7 +1278,7 @@ int64_t mt_pipe_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *en
     int64_t L = base + (at - t->offset); /* where the piece sits in the stage's arrays */
     if (!x->shard)
         return L;
-    const MtShardMap *m = &p->zmap; /* ZeRO-1: only the part in this rank's chunk, from its shard */
+    const MtShardMap *m = &p->zmap; /* ZeRO: only the part in this rank's chunk, from its shard */
     for (int i = 0; i < m->nunits; i++)
         if (p->zunit[i] == t->unit) {
             int64_t cl = mt_shard_chunk_lo(m, i), lo = L > cl ? L : cl;
@@ -1083,25 +1293,27 @@ int64_t mt_pipe_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *en
 MtStatus mt_pipe_load(MtPipe *p, const char *dir, const MtParam *whole, MtCkptPieces fn, void *ctx)
 {
     MtTrainer *tr = p->tr;
-    if (fn) { /* another technique's pieces inside the stages (with ZeRO-1, the moments' chunks) */
-        int z = p->o.zero1_dp > 1;
+    int z = p->o.zero_dp > 1, z3 = fsdp(p); /* ZeRO: the moments' chunks (FSDP: the parameters' too) */
+    if (fn) { /* another technique's pieces inside the stages */
         MtPipeInner in = {p, fn, ctx, 0, 0}, rep = {p, fn, ctx, 1, 0}, sh = {p, fn, ctx, 0, 1};
-        MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &in, tr->params, z ? NULL : tr->m,
-                                   z ? NULL : tr->v));
+        if (!z3)
+            MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &in, tr->params, z ? NULL : tr->m,
+                                       z ? NULL : tr->v));
         if (z)
-            MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &sh, NULL, tr->m, tr->v));
+            MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &sh, z3 ? tr->params : NULL, tr->m,
+                                       tr->v));
         if (p->wte)
             MT_TRY(mt_ckpt_load_pieces(dir, whole, tr->nparams, mt_pipe_inner_piece, &rep, p->wte, p->wte_m, p->wte_v));
         return MT_OK;
     }
-    int z = p->o.zero1_dp > 1; /* ZeRO-1: the moments of the rank's chunks only */
-    for (int k = 0; k < p->V; k++) {
+    for (int k = 0; k < p->V && !z3; k++) {
         MtPipeChunk *ch = &p->ch[k];
         MT_TRY(mt_ckpt_load_range(dir, tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff,
                                   z ? NULL : tr->m + ch->loff, z ? NULL : tr->v + ch->loff));
     }
     if (z)
-        MT_TRY(mt_ckpt_load_pieces(dir, tr->table, tr->nparams, mt_pipe_shard_piece, p, NULL, tr->m, tr->v));
+        MT_TRY(mt_ckpt_load_pieces(dir, tr->table, tr->nparams, mt_pipe_shard_piece, p, z3 ? tr->params : NULL, tr->m,
+                                   tr->v));
     if (p->wte) /* the replica: wte is the table's first tensor */
         MT_TRY(mt_ckpt_load_range(dir, tr->table, tr->nparams, 0, tr->table[0].numel, p->wte, p->wte_m, p->wte_v));
     return MT_OK;
@@ -1111,33 +1323,55 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
                   int64_t bytes[MT_MEM_NCAT])
 {
     int64_t ulo[MT_MAX_UNITS], uhi[MT_MAX_UNITS], VC = mt_trainer_spans(tc, ulo, uhi);
-    int ngbuf = 1 + mt_tree_temps(o->M);
-    bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - 1) * tc->params_len; /* the tree's temporaries */
+    int ngbuf = 1 + mt_tree_temps(o->M), S = zero_S(o), rrm = o->mb_stride > 1;
+    if (!rrm) /* the tree's temporaries (round-robin: on shards, below) */
+        bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - 1) * tc->grads_len;
+    MtSchedule s = {o->kind, P, o->M, o->V};
+    MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
+    MT_ASSERT(list, "out of memory");
+    int n = mt_schedule_build(&s, rank, list), nh = mt_schedule_peak_wte(&s, list, n);
+    /* activations: the backward scratch, and per chunk the sets its list holds at once
+     * (each with its stash for W in a split schedule), as mt_pipe_init allocates them */
+    const MtConfig *cfg = &tc->cfg;
+    MtActsShape scratch = {0, 0, 0, 0, 0, 1, tc->recompute, 1, tc->tp};
+    bytes[MT_MEM_ACTS] += 4 * mt_acts_floats_shape(cfg, tc->micro, tc->seq, tc->threads, &scratch);
+    for (int c = 0; c < o->V; c++) {
+        MtPipeChunk ch;
+        int uf, ul, sets = mt_schedule_peak_sets(&s, list, n, c);
+        chunk_units(o, cfg->L, P, rank, c, &ch, &uf, &ul);
+        MtActsShape sh = {ch.l0, ch.l1, ch.embed, ch.head, !ch.embed, 0, tc->recompute, 0, tc->tp};
+        int64_t stash = mt_schedule_split(o->kind)
+                            ? mt_model_stash_floats(cfg, tc->micro, tc->seq, ch.l1 - ch.l0, ch.head, ch.embed) : 0;
+        bytes[MT_MEM_ACTS] += 4 * (int64_t)sets * (mt_acts_floats_shape(cfg, tc->micro, tc->seq, tc->threads, &sh) + stash);
+    }
+    free(list);
     if (rank == P - 1) { /* the wte replica, its moments, its tree and the H_k awaiting rows */
-        MtSchedule s = {o->kind, P, o->M, o->V};
-        MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
-        MT_ASSERT(list, "out of memory");
-        int n = mt_schedule_build(&s, rank, list), nh = mt_schedule_peak_wte(&s, list, n);
-        free(list);
         bytes[MT_MEM_PARAMS] += 4 * VC;
         bytes[MT_MEM_OPTIM] += 8 * VC;
         bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf + nh) * VC;
     }
-    if (o->zero1_dp > 1) { /* the reduced gradient's chunks */
+    if (S > 0) { /* the reduced gradient's chunks (round-robin: with the tree over rounds); FSDP's slots */
         int64_t lo[MT_MAX_UNITS], hi[MT_MAX_UNITS], off = 0;
-        int k = 0;
+        int k = 0, unit[MT_MAX_UNITS];
         for (int c = 0; c < o->V; c++) {
             MtPipeChunk ch;
             int uf, ul;
             chunk_units(o, tc->cfg.L, P, rank, c, &ch, &uf, &ul);
             for (int u = uf; u <= ul; u++, k++) {
+                unit[k] = u;
                 lo[k] = off + (ulo[u] - ulo[uf]);
                 hi[k] = lo[k] + (uhi[u] - ulo[u]);
             }
             off += uhi[ul] - ulo[uf];
         }
         MtShardMap m;
-        MT_ASSERT(mt_shard_map(lo, hi, k, o->zero1_dp, dp_rank, &m) == 0, "the plan's stage is not aligned");
-        bytes[MT_MEM_GRADS] += 4 * m.shard_len;
+        MT_ASSERT(mt_shard_map(lo, hi, k, S, dp_rank, &m) == 0, "the plan's stage is not aligned");
+        bytes[MT_MEM_GRADS] += 4 * m.shard_len * (rrm ? ngbuf : 1);
+        int64_t slot[4] = {0, 0, 0, 0};
+        for (int i = 0; i < k && o->zero == 3; i++) {
+            int u = unit[i], sl = u == 0 ? 0 : u == tc->cfg.L + 1 ? 1 : 2 + (u & 1);
+            slot[sl] = m.len[i] > slot[sl] ? m.len[i] : slot[sl];
+        }
+        bytes[MT_MEM_PARAMS] += 4 * (slot[0] + slot[1] + slot[2] + slot[3]);
     }
 }

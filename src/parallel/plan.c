@@ -36,8 +36,7 @@ void mt_plan_memory(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, i
     int dp_engine = 0;
     if (l->pp > 1) { /* as the command configures a copy of the pipeline */
         po.M = tc.batch / tc.micro / l->dp;
-        po.first_mb = dp_rank * po.M;
-        po.zero1_dp = l->zero == 1 && l->dp > 1 ? l->dp : 0;
+        mt_pipe_dp_options(&po, l->dp, dp_rank, l->zero, l->shard, l->det);
         mt_pipe_configure(&tc, &po, l->pp, pp_rank);
     } else if (world > 1 && (!use_tp || l->dp > 1)) {
         mt_dp_configure(&tc, l->dp, l->shard, l->zero, l->det);
@@ -51,8 +50,15 @@ void mt_plan_memory(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, i
     bytes[MT_MEM_PARAMS] = 4 * (tc.params_len > 0 ? tc.params_len : nf);
     bytes[MT_MEM_GRADS] = 4 * (tc.grads_len > 0 ? tc.grads_len : nf) * (1 + tree_depth(tc.tree_span > 0 ? tc.tree_span : M));
     bytes[MT_MEM_OPTIM] = 8 * (tc.optim_len > 0 ? tc.optim_len : nf);
+    if (!tc.acts_none) { /* the trainer's whole-model set (a pipeline stage's are its own, below) */
+        MtActsShape sh = mt_acts_whole(&tc.cfg);
+        sh.recompute = tc.recompute;
+        sh.rc_buffers = 1;
+        sh.tp = tc.tp;
+        bytes[MT_MEM_ACTS] = 4 * mt_acts_floats_shape(&tc.cfg, tc.micro, tc.seq, tc.threads, &sh);
+    }
     if (dp_engine)
         mt_dp_plan(&tc, l->dp, l->shard > 0 ? l->shard : l->dp, l->zero, l->det, shard_rank, bytes);
     if (l->pp > 1)
-        mt_pipe_plan(&tc, &po, l->pp, pp_rank, dp_rank, bytes);
+        mt_pipe_plan(&tc, &po, l->pp, pp_rank, shard_rank, bytes);
 }
