@@ -2,8 +2,8 @@
 # Checkpoints at scale (issue 10): every rank writes its own part of model.safetensors and
 # optimizer.safetensors straight into the files and reads only its part back.
 #  - Memory: on 4 ranks of a model whose state (19 MB) is four times a rank's share,
-#    FSDP, tp 4, dp 2 x pp 2, dp 2 x tp 2 FSDP and dp 2 x tp 2 x pp 2 ZeRO-1 (8 ranks) saves
-#    and loads grow no rank's resident memory by 1 MiB.
+#    FSDP, tp 4, dp 2 x pp 2, dp 2 x tp 2 FSDP, dp 2 x pp 2 FSDP, and dp 2 x tp 2 x pp 2
+#    ZeRO-1 and ZeRO-2 (8 ranks) saves and loads grow no rank's resident memory by 1 MiB.
 #  - Layout-free, bit for bit: an FSDP dp 4 checkpoint resumes on pp 2, on dp 2 x pp 2 and
 #    on one rank; a dp 2 x tp 2 ZeRO-2 one (two blocks) on tp 2 and on one rank
 #    --tp-blocks 2; each as the uninterrupted one-rank run.
@@ -18,7 +18,8 @@ big="--data $T/data --layers 8 --heads 4 --dim 128 --seq-len 32 --eval-every 0 -
 grew() { # file what: the per-rank KiB of the line
   grep "^$2: resident memory grew by" "$1" | sed 's/.*grew by //; s/ KiB.*//'
 }
-for lay in "--dp 4 --zero 3" "--tp 4" "--dp 2 --pp 2" "--dp 2 --tp 2 --zero 3" "--dp 2 --tp 2 --pp 2 --zero 1"; do
+for lay in "--dp 4 --zero 3" "--tp 4" "--dp 2 --pp 2" "--dp 2 --tp 2 --zero 3" "--dp 2 --tp 2 --pp 2 --zero 1" \
+           "--dp 2 --pp 2 --zero 3" "--dp 2 --tp 2 --pp 2 --zero 2"; do
   name=$(echo "$lay" | tr -d ' -')
   $MT_BIN train $big --steps 1 $lay --save "$T/$name" > "$T/$name.out" 2>&1 || fail "$lay save: $(tail -2 "$T/$name.out")"
   $MT_BIN train --data "$T/data" --threads 1 --eval-every 0 --log-every 0 --resume "$T/$name" --steps 2 $lay \
