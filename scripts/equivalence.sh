@@ -7,7 +7,8 @@
 # Prints one row per layout: bit-identical, the largest relative difference of a tensor
 # (prog_stdiff), refused (the layout's one-line reason), or failed; and for
 # a run, whether every rank's parameter, gradient, optimizer and activation bytes (the
-# log's mem) are what mt_plan_memory predicts (`train --plan`).  Exits 1 if any layout differs or fails.
+# log's mem) and its bytes sent per group (the log's comm) are what mt_plan_memory and
+# mt_plan_comm predict (`train --plan`).  Exits 1 if any layout differs or fails.
 #
 # Blocks: each layout runs with --tp-blocks 8 (every split sum as 8 fixed blocks) and is
 # compared with one rank run with --tp-blocks 8, except ZeRO, which runs --tp-blocks tp (one
@@ -36,17 +37,18 @@ $MT_BIN prepare --input "$W/text.txt" --out "$W/data" > /dev/null || exit 1
 model="--data $W/data --layers 8 --heads 8 --dim 64 --seq-len 16 --batch-size 16 --micro-batch-size 1 --steps 10
        --warmup 2 --lr 3e-3 --eval-every 0 --log-every 0 --seed 5 --threads 1"
 losses() { grep -o '"loss": [^,]*' "$1" | cut -d' ' -f2; }
-# plan_ok log flags...: every rank's params, grads, optimizer and activation bytes in the
-# run's last logged step equal what `train --plan` (mt_plan_memory) predicts for the layout
+# plan_ok log flags...: every rank's params, grads, optimizer and activation bytes, and the
+# bytes it sent over dp, tp and pp, in the run's last logged step equal what `train --plan`
+# (mt_plan_memory, mt_plan_comm) predicts for the layout
 plan_ok() {
   local log=$1 r=0 want got
   shift
   $MT_BIN train $model "$@" --plan > "$W/plan.out" 2>&1 || return 1
   local line=$(tail -1 "$log")
-  while read -r _ _ _ _ p _ g _ o _ a _; do
+  while read -r _ _ _ _ p _ g _ o _ a _ _ _ d _ t _ q _; do
     r=$((r + 1))
-    got=$(for k in params grads optimizer activations; do echo "$line" | grep -o "\"$k\": [0-9]*" | sed -n "${r}p" | cut -d' ' -f2; done | tr '\n' ' ')
-    [ "$got" = "$p $g $o $a " ] || return 1
+    got=$(for k in params grads optimizer activations dp tp pp; do echo "$line" | grep -o "\"$k\": [0-9]*" | sed -n "${r}p" | cut -d' ' -f2; done | tr '\n' ' ')
+    [ "$got" = "$p $g $o $a $d $t $q " ] || return 1
   done < "$W/plan.out"
   [ $r -gt 0 ]
 }
@@ -91,9 +93,9 @@ row() { # flags...: one layout against its reference
     result="bit-identical"
     nsame=$((nsame + 1))
     if plan_ok "$W/run.jsonl" $flags $kflag; then
-      result="$result, memory as planned"
+      result="$result, memory and traffic as planned"
     else
-      result="$result, MEMORY NOT AS PLANNED: $(tr '\n' ' ' < "$W/plan.out")"
+      result="$result, MEMORY OR TRAFFIC NOT AS PLANNED: $(tr '\n' ' ' < "$W/plan.out") got: $(tail -1 "$W/run.jsonl" | grep -o '"comm": .*')"
       nfail=$((nfail + 1))
     fi
   else

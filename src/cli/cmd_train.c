@@ -561,9 +561,12 @@ int mt_cmd_train(int full_argc, char **full_argv)
         for (int r = 0; r < a.dp * a.tp * a.pp; r++) {
             int64_t b[MT_MEM_NCAT];
             mt_plan_memory(&tc, &pl, r, b);
-            printf("plan rank %d: params %lld grads %lld optimizer %lld activations %lld bytes\n", r,
-                   (long long)b[MT_MEM_PARAMS], (long long)b[MT_MEM_GRADS], (long long)b[MT_MEM_OPTIM],
-                   (long long)b[MT_MEM_ACTS]);
+            int64_t cb[3];
+            mt_plan_comm(&tc, &pl, r, cb);
+            printf("plan rank %d: params %lld grads %lld optimizer %lld activations %lld bytes; sends dp %lld tp %lld "
+                   "pp %lld bytes per step\n", r, (long long)b[MT_MEM_PARAMS], (long long)b[MT_MEM_GRADS],
+                   (long long)b[MT_MEM_OPTIM], (long long)b[MT_MEM_ACTS], (long long)cb[0], (long long)cb[1],
+                   (long long)cb[2]);
         }
         return 0;
     }

@@ -152,6 +152,16 @@ void mt_dp_sum(void *ctx, float *x, int64_t n);
  * its unit gradient buffers, round trees and FSDP parameter slots, as mt_zero_init
  * allocates them (added into bytes; mt_plan.h). */
 void mt_dp_plan(const MtTrainConfig *tc, int N, int S, int zero, int det, int shard_rank, int64_t bytes[MT_MEM_NCAT]);
+/* Bytes a rank sends per step over its dp groups (dp, dp_shard, dp_replica: the log's
+ * comm.dp) as the comm layer counts them, for tc as mt_dp_configure left it (P: its padded
+ * floats; f_S = (S-1)/S):
+ *   DDP: the gradient all-reduced, 2 f_N 4P, and the loss;
+ *   ZeRO: each unit reduce-scattered, f_S 4P, per round (round-robin) or once (contiguous
+ *   runs), then with hybrid sharding all-reduced over the copies; the norm's block sums
+ *   (8 bytes per 512 floats of the shard, all-gathered); the leaf losses (round-robin) or
+ *   the loss; ZeRO-1/2 the parameters all-gathered, f_S 4P; FSDP per micro-batch every
+ *   unit gathered for the forward and the blocks again for the backward. */
+int64_t mt_dp_plan_comm(const MtTrainConfig *tc, int N, int S, int zero, int det);
 
 /* ---- between dp.c and zero.c ---- */
 double mt_dp_clock(MtDp *dp, double since); /* adds now - since to comm_s; returns now */

@@ -198,6 +198,15 @@ int64_t mt_pipe_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *en
  * gradient chunks, as mt_pipe_init allocates them (added into bytes; mt_plan.h). */
 void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int dp_rank,
                   int64_t bytes[MT_MEM_NCAT]);
+/* Bytes pipeline rank `rank` sends per step, as the comm layer counts them, into bytes
+ * {dp, tp, pp} (the log's comm; pp with the embed group), for tc as mt_pipe_configure left
+ * it, dp copies of the pipeline: its list's sends (activations and their gradients, the
+ * embedding's rows), the final wte gradient, the norm's block sums over pp; tp's passes of
+ * its units per micro-batch and tp's norm parts; over dp, DDP's sums of its spans or ZeRO's
+ * reduce-scatters (per leaf when round-robin), the wte replica's and the loss's sums, the
+ * norm's chunk block sums, ZeRO-1/2's parameter all-gather or FSDP's unit gathers as its
+ * slots take them along the list.  Pure. */
+void mt_pipe_plan_comm(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int dp, int64_t bytes[3]);
 /* World rank of pipeline rank r of the first copy (the mesh puts pp slowest: the world's
  * ranks are P runs of world / P). */
 int mt_pipe_world_rank(const MtPipe *p, int r);

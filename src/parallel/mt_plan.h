@@ -1,4 +1,4 @@
-/* mt_plan.h - how many bytes a rank of a layout holds, without running it.
+/* mt_plan.h - how many bytes a rank of a layout holds and sends, without running it.
  *
  * mt_plan_memory(tc, layout, rank) configures a copy of tc as the training command does for
  * that rank of the mesh (tensor parallelism's slices, the pipeline's stage, data
@@ -31,5 +31,11 @@ typedef struct {
 /* Bytes per category (params, grads, optimizer, activations; other 0) of world rank
  * `rank`; tc as the command line sets it before any technique configures it. */
 void mt_plan_memory(const MtTrainConfig *tc, const MtPlanLayout *l, int rank, int64_t bytes[MT_MEM_NCAT]);
+/* Bytes world rank `rank` sends per step over its groups, {dp, tp, pp} as the log's comm
+ * counts them (dp with dp_shard and dp_replica, pp with the embed group): the sum of each
+ * technique's formula (mt_dp_plan_comm, mt_tp_plan_micro_bytes per micro-batch and
+ * mt_tp_plan_step_bytes, mt_pipe_plan_comm), for a step that follows a step (an evaluation
+ * sends nothing the step counts). */
+void mt_plan_comm(const MtTrainConfig *tc, const MtPlanLayout *l, int rank, int64_t bytes[3]);
 
 #endif

@@ -144,6 +144,21 @@ void mt_tp_head_backward_weight(const MtConfig *cfg, const MtWeights *g, MtActs 
  * over the group (a collective) into the set's buffer. */
 const float *mt_tp_all_rows(const MtConfig *cfg, MtActs *a);
 
+/* Bytes a rank of the tp group sends (the comm layer's count: an all-reduce 2 (N-1)/N of its
+ * bytes, an all-gather or reduce-scatter (N-1)/N of the whole) per micro-batch of ntok rows
+ * through the units it runs: the embedding (embed), blocks [l0, l1), the head (head), with
+ * `recompute` (MT_RECOMPUTE_*) and the split backward (split: full recomputation reruns a
+ * block's forward in B and in W).  Per unit, ar = an all-reduce of ntok C floats:
+ *   embedding ar (its lookup; with sequence parallelism a reduce-scatter, and the gather
+ *   of the backward's rows), block 4 ar (+ 2 ar per rerun; sequence parallelism adds the
+ *   all-reduce of the 6 C replicated gradients), head ar + 20 (N-1) ntok (the row maxima and
+ *   the 4 row sums all-gathered; sequence parallelism adds 2 C replicated gradients).
+ * 0 with one rank.  Pure. */
+int64_t mt_tp_plan_micro_bytes(const MtConfig *cfg, const MtTpCtx *tp, int64_t ntok, int embed, int l0, int l1, int head,
+                               int recompute, int split);
+/* Per step: the norm's per-tensor parts (2 floats each) all-gathered. */
+int64_t mt_tp_plan_step_bytes(const MtTpCtx *tp, int nparams);
+
 /* The padded vocabulary of K blocks: V rounded up to a multiple of 64 K. */
 static inline int64_t mt_tp_vocab_of(int64_t V, int K) { return mt_tp_vocab_padded(V, 64 * (int64_t)K); }
 /* ceil(log2(n)): the tree buffers of n blocks */

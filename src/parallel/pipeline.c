@@ -1245,6 +1245,8 @@ double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin)
         done += b;
     }
     mt_broadcast(p->c, MT_GROUP_PP, (float *)&total, 2, p->P - 1);
+    if (fsdp(p))
+        params_release(p); /* every step starts from empty slots, evaluated or not */
     return nwin > 0 ? total / ((double)nwin * T) : 0.0;
 }
 
@@ -1374,4 +1376,105 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
         }
         bytes[MT_MEM_PARAMS] += 4 * (slot[0] + slot[1] + slot[2] + slot[3]);
     }
+}
+
+/* the FSDP gathers of one step on a rank: its list's passes through params_need, on slots
+ * that start empty (the update and an evaluation release them) */
+static int64_t plan_gathers(const MtPipeOptions *o, const MtConfig *cfg, int P, int rank, const MtAction *list, int n,
+                            const int64_t *ulen, int S)
+{
+    int slot[4] = {-1, -1, -1, -1}, L = cfg->L;
+    int64_t bytes = 0;
+#define SLOT(u) ((u) == 0 ? 0 : (u) == L + 1 ? 1 : 2 + ((u) & 1))
+#define GATHER(u) do { if (slot[SLOT(u)] != (u)) { slot[SLOT(u)] = (u); bytes += 4 * (int64_t)(S - 1) * ulen[u] / S; } } while (0)
+#define NEED(u, next) do { GATHER(u); if ((next) >= 0 && SLOT(next) != SLOT(u)) GATHER(next); } while (0)
+    for (int i = 0; i < n; i++) {
+        const MtAction *a = &list[i];
+        if (a->kind != MT_ACT_F && a->kind != MT_ACT_B && a->kind != MT_ACT_W)
+            continue;
+        MtPipeChunk ch;
+        int uf, ul;
+        chunk_units(o, L, P, rank, a->stage / P, &ch, &uf, &ul);
+        if (a->kind == MT_ACT_F) {
+            if (ch.embed)
+                NEED(0, ch.l0 + 1);
+            for (int l = ch.l0; l < ch.l1; l++)
+                NEED(l + 1, l + 1 < ch.l1 ? l + 2 : ch.head ? L + 1 : -1);
+            if (ch.head)
+                NEED(L + 1, -1);
+            continue;
+        }
+        if (a->kind == MT_ACT_B && ch.head)
+            NEED(L + 1, ch.l1);
+        for (int l = ch.l1 - 1; l >= ch.l0; l--)
+            NEED(l + 1, l > ch.l0 ? l : -1);
+    }
+#undef NEED
+#undef GATHER
+#undef SLOT
+    return bytes;
+}
+
+void mt_pipe_plan_comm(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int dp, int64_t bytes[3])
+{
+    const MtConfig *cfg = &tc->cfg;
+    const MtTpCtx *tp = tc->tp;
+    int64_t ulo[MT_MAX_UNITS], uhi[MT_MAX_UNITS], ulen[MT_MAX_UNITS], VC = mt_trainer_spans(tc, ulo, uhi);
+    int L = cfg->L, M = o->M, S = zero_S(o), nparams = mt_param_count(cfg);
+    for (int u = 0; u < L + 2; u++)
+        ulen[u] = uhi[u] - ulo[u];
+    int64_t erows = (int64_t)tc->micro * tc->seq * cfg->C, rows = tp && tp->seqpar ? erows / tp->N : erows;
+    MtSchedule s = {o->kind, P, M, o->V};
+    MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
+    MT_ASSERT(list, "out of memory");
+    int n = mt_schedule_build(&s, rank, list);
+    bytes[0] = bytes[1] = bytes[2] = 0;
+    /* pp (with the embed group): activations and their gradients, the embedding's rows, the
+     * final wte gradient, the norm's block sums (with tp: per-tensor parts) and the loss */
+    for (int i = 0; i < n; i++)
+        bytes[2] += list[i].kind == MT_ACT_SEND_F || list[i].kind == MT_ACT_SEND_B ? 4 * rows
+                    : list[i].kind == MT_ACT_SEND_E                           ? 4 * erows : 0;
+    if (rank == P - 1)
+        bytes[2] += 4 * VC;
+    int64_t most = 0, stage = 0, skip = 0; /* the most norm blocks a rank owns; this rank's floats */
+    for (int r = 0; r < P; r++) {
+        int64_t blocks = 0;
+        for (int c = 0; c < o->V; c++) {
+            MtPipeChunk ch;
+            int uf, ul;
+            chunk_units(o, L, P, r, c, &ch, &uf, &ul);
+            for (int u = uf; u <= ul; u++) {
+                blocks += (ulen[u] + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
+                stage += r == rank ? ulen[u] : 0;
+            }
+            skip += r == rank && ch.embed ? VC : 0;
+            /* tp inside the stage: its units' passes, every micro-batch */
+            if (r == rank)
+                bytes[1] += (int64_t)M * mt_tp_plan_micro_bytes(cfg, tp, (int64_t)tc->micro * tc->seq, ch.embed, ch.l0,
+                                                                  ch.l1, ch.head, tc->recompute,
+                                                                  mt_schedule_split(o->kind));
+        }
+        most = blocks > most ? blocks : most;
+    }
+    bytes[2] += 8 * (int64_t)(P - 1) * (tp ? nparams + 1 : most + 1);
+    bytes[1] += mt_tp_plan_step_bytes(tp, nparams);
+    /* dp over the copies */
+    int last = rank == P - 1;
+    int64_t ar = 8 * (int64_t)(dp - 1), wte = last ? ar * VC / dp : 0, loss = last ? ar / dp : 0;
+    if (dp > 1 && S == 0) /* DDP: every span this rank sums (not the first stage's wte), wte replica, loss */
+        bytes[0] = ar * (stage - skip) / dp + wte + loss;
+    if (dp > 1 && S > 0) {
+        int c = dp / S, rr = o->mb_stride > 1;
+        int64_t rs = 4 * (int64_t)(S - 1) * stage / S, across = c > 1 ? 8 * (int64_t)(c - 1) * (stage / S) / c : 0;
+        bytes[0] = 8 * (int64_t)(S - 1) * (stage / S / MT_NORM_BLOCK); /* the norm's block sums */
+        if (rr) /* per leaf; the wte replica's leaves at their E; the leaf losses */
+            bytes[0] += (int64_t)M * (rs + across + wte) + (last ? 4 * (int64_t)(dp - 1) * M : 0);
+        else
+            bytes[0] += rs + across + wte + loss;
+        if (o->zero <= 2)
+            bytes[0] += rs; /* the parameters all-gathered */
+        else
+            bytes[0] += plan_gathers(o, cfg, P, rank, list, n, ulen, S);
+    }
+    free(list);
 }

@@ -1,4 +1,4 @@
-/* plan.c - a rank's memory from the layout alone (see mt_plan.h). */
+/* plan.c - a rank's memory and traffic from the layout alone (see mt_plan.h). */
 #include "mt_plan.h"
 
 #include <stdlib.h>
@@ -16,32 +16,48 @@ static int tree_depth(int n)
     return d;
 }
 
+/* the rank's coordinates and tc configured for them, as the command does */
+typedef struct {
+    MtTrainConfig tc;
+    MtTpCtx ctx;
+    MtPipeOptions po;
+    int tp_rank, pp_rank, dp_rank, shard_rank, use_tp, dp_engine;
+} Rank;
+
+static void configure(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, Rank *x)
+{
+    memset(x, 0, sizeof *x);
+    x->tc = *tc0;
+    MtLayout mesh = {.dp = l->dp, .tp = l->tp, .pp = l->pp, .shard = l->shard};
+    int world = l->dp * l->tp * l->pp;
+    if (world > 1) {
+        mt_mesh_group(&mesh, MT_GROUP_TP, rank, NULL, &x->tp_rank);
+        mt_mesh_group(&mesh, MT_GROUP_PP, rank, NULL, &x->pp_rank);
+        mt_mesh_group(&mesh, MT_GROUP_DP, rank, NULL, &x->dp_rank);
+        mt_mesh_group(&mesh, l->zero > 0 ? MT_GROUP_DP_SHARD : MT_GROUP_DP, rank, NULL, &x->shard_rank);
+    }
+    int K = l->tp_blocks > 0 ? l->tp_blocks : l->tp;
+    x->use_tp = l->tp > 1 || l->tp_blocks > 1;
+    x->ctx = (MtTpCtx){.N = l->tp, .r = x->tp_rank, .K = K, .Vp = mt_tp_vocab_of(x->tc.cfg.V, K), .seqpar = l->seqpar};
+    if (x->use_tp)
+        x->tc.tp = &x->ctx;
+    x->po = l->po;
+    if (l->pp > 1) { /* as the command configures a copy of the pipeline */
+        x->po.M = x->tc.batch / x->tc.micro / l->dp;
+        mt_pipe_dp_options(&x->po, l->dp, x->dp_rank, l->zero, l->shard, l->det);
+        mt_pipe_configure(&x->tc, &x->po, l->pp, x->pp_rank);
+    } else if (world > 1 && (!x->use_tp || l->dp > 1)) {
+        mt_dp_configure(&x->tc, l->dp, l->shard, l->zero, l->det);
+        x->dp_engine = 1;
+    }
+}
+
 void mt_plan_memory(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, int64_t bytes[MT_MEM_NCAT])
 {
-    MtTrainConfig tc = *tc0;
-    MtLayout mesh = {.dp = l->dp, .tp = l->tp, .pp = l->pp, .shard = l->shard};
-    int world = l->dp * l->tp * l->pp, tp_rank = 0, pp_rank = 0, dp_rank = 0, shard_rank = 0;
-    if (world > 1) {
-        mt_mesh_group(&mesh, MT_GROUP_TP, rank, NULL, &tp_rank);
-        mt_mesh_group(&mesh, MT_GROUP_PP, rank, NULL, &pp_rank);
-        mt_mesh_group(&mesh, MT_GROUP_DP, rank, NULL, &dp_rank);
-        mt_mesh_group(&mesh, l->zero > 0 ? MT_GROUP_DP_SHARD : MT_GROUP_DP, rank, NULL, &shard_rank);
-    }
+    Rank x;
+    configure(tc0, l, rank, &x);
+    MtTrainConfig tc = x.tc; /* tc.tp: &x.ctx with tensor parallelism */
     memset(bytes, 0, sizeof(int64_t) * MT_MEM_NCAT);
-    int use_tp = l->tp > 1 || l->tp_blocks > 1, K = l->tp_blocks > 0 ? l->tp_blocks : l->tp;
-    MtTpCtx ctx = {.N = l->tp, .r = tp_rank, .K = K, .Vp = mt_tp_vocab_of(tc.cfg.V, K), .seqpar = l->seqpar};
-    if (use_tp)
-        tc.tp = &ctx;
-    MtPipeOptions po = l->po;
-    int dp_engine = 0;
-    if (l->pp > 1) { /* as the command configures a copy of the pipeline */
-        po.M = tc.batch / tc.micro / l->dp;
-        mt_pipe_dp_options(&po, l->dp, dp_rank, l->zero, l->shard, l->det);
-        mt_pipe_configure(&tc, &po, l->pp, pp_rank);
-    } else if (world > 1 && (!use_tp || l->dp > 1)) {
-        mt_dp_configure(&tc, l->dp, l->shard, l->zero, l->det);
-        dp_engine = 1;
-    }
     MtParam *table = calloc((size_t)mt_param_count(&tc.cfg), sizeof(MtParam));
     MT_ASSERT(table, "out of memory");
     int64_t nf = mt_trainer_table(&tc, table);
@@ -57,8 +73,26 @@ void mt_plan_memory(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, i
         sh.tp = tc.tp;
         bytes[MT_MEM_ACTS] = 4 * mt_acts_floats_shape(&tc.cfg, tc.micro, tc.seq, tc.threads, &sh);
     }
-    if (dp_engine)
-        mt_dp_plan(&tc, l->dp, l->shard > 0 ? l->shard : l->dp, l->zero, l->det, shard_rank, bytes);
+    if (x.dp_engine)
+        mt_dp_plan(&tc, l->dp, l->shard > 0 ? l->shard : l->dp, l->zero, l->det, x.shard_rank, bytes);
     if (l->pp > 1)
-        mt_pipe_plan(&tc, &po, l->pp, pp_rank, shard_rank, bytes);
+        mt_pipe_plan(&tc, &x.po, l->pp, x.pp_rank, x.shard_rank, bytes);
+}
+
+void mt_plan_comm(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, int64_t bytes[3])
+{
+    Rank x;
+    configure(tc0, l, rank, &x);
+    MtTrainConfig tc = x.tc; /* tc.tp: &x.ctx with tensor parallelism */
+    bytes[0] = bytes[1] = bytes[2] = 0;
+    if (l->pp > 1) {
+        mt_pipe_plan_comm(&tc, &x.po, l->pp, x.pp_rank, l->dp, bytes);
+        return;
+    }
+    int M = tc.batch / tc.micro, mine = M / l->dp; /* the micro-batches this rank runs */
+    if (x.dp_engine)
+        bytes[0] = mt_dp_plan_comm(&tc, l->dp, l->shard > 0 ? l->shard : l->dp, l->zero, l->det);
+    bytes[1] = (int64_t)mine * mt_tp_plan_micro_bytes(&tc.cfg, tc.tp, (int64_t)tc.micro * tc.seq, 1, 0, tc.cfg.L, 1,
+                                                      tc.recompute, 0) +
+               mt_tp_plan_step_bytes(tc.tp, mt_param_count(&tc.cfg));
 }

@@ -394,3 +394,27 @@ const float *mt_tp_all_rows(const MtConfig *cfg, MtActs *a)
     MtTpLocal lo = mt_tp_local(cfg, a->tp, a->B * a->T);
     return all_rows(a, &lo, cfg->C);
 }
+
+/* ---- what the passes above send (mt_tp.h) ---- */
+
+int64_t mt_tp_plan_micro_bytes(const MtConfig *cfg, const MtTpCtx *tp, int64_t ntok, int embed, int l0, int l1, int head,
+                               int recompute, int split)
+{
+    int64_t N = tp ? tp->N : 1, C = cfg->C;
+    if (N <= 1)
+        return 0;
+    int64_t ar = 8 * (N - 1) * ntok * C / N; /* an all-reduce, or an all-gather plus a reduce-scatter */
+    int64_t rep = tp->seqpar ? 8 * (N - 1) * 6 * C / N : 0, rep_head = tp->seqpar ? 8 * (N - 1) * 2 * C / N : 0;
+    int reruns = recompute == MT_RECOMPUTE_FULL ? (split ? 2 : 1) : 0;
+    int64_t bytes = (int64_t)(l1 - l0) * ((4 + 2 * reruns) * ar + rep);
+    if (embed)
+        bytes += ar;
+    if (head)
+        bytes += ar + 20 * (N - 1) * ntok + rep_head;
+    return bytes;
+}
+
+int64_t mt_tp_plan_step_bytes(const MtTpCtx *tp, int nparams)
+{
+    return tp && tp->N > 1 ? 8 * (int64_t)(tp->N - 1) * nparams : 0;
+}

@@ -446,6 +446,26 @@ void mt_dp_plan(const MtTrainConfig *tc, int N, int S, int zero, int det, int sh
         bytes[MT_MEM_PARAMS] += 4 * lens;
 }
 
+int64_t mt_dp_plan_comm(const MtTrainConfig *tc, int N, int S, int zero, int det)
+{
+    if (N <= 1)
+        return 0;
+    int64_t lo[MT_MAX_UNITS], hi[MT_MAX_UNITS];
+    int nu = tc->cfg.L + 2, M = tc->batch / tc->micro, c = N / S;
+    mt_trainer_spans(tc, lo, hi);
+    int64_t P = hi[nu - 1] - lo[0], shard = P / S, loss = 8 * (int64_t)(N - 1) / N;
+    if (zero == 0) /* the gradient all-reduced (in buckets), the loss */
+        return 8 * (int64_t)(N - 1) * P / N + loss;
+    int64_t rs = 4 * (int64_t)(S - 1) * P / S, across = c > 1 ? 8 * (int64_t)(c - 1) * shard / c : 0;
+    int64_t bytes = 8 * (int64_t)(S - 1) * (shard / MT_NORM_BLOCK); /* the norm's block sums */
+    int64_t fsdp = 4 * (int64_t)(S - 1) * (2 * P - (hi[0] - lo[0]) - (hi[nu - 1] - lo[nu - 1])) / S;
+    if (mt_dp_contiguous(zero, det, N, M)) /* reduce-scattered once, the loss all-reduced */
+        bytes += rs + across + loss + (zero == 3 ? (int64_t)(M / N) * fsdp : 0);
+    else /* per round; the leaf losses all-gathered */
+        bytes += (int64_t)(M / N) * (rs + across + (zero == 3 ? fsdp : 0)) + 4 * (int64_t)(N - 1) * M / N;
+    return bytes + (zero <= 2 ? rs : 0); /* ZeRO-1/2: the parameters all-gathered */
+}
+
 int64_t mt_dp_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)
 {
     const MtDpInner *x = ctx;
