@@ -12,14 +12,16 @@
 #
 # Blocks: each layout runs with --tp-blocks 8 (every split sum as 8 fixed blocks) and is
 # compared with one rank run with --tp-blocks 8, except ZeRO, which runs --tp-blocks tp (one
-# slice per tp rank; none without tp) against one rank with the same.
+# slice per tp rank; none without tp) against one rank with the same; ZeRO with --tp-blocks
+# 8 over fewer tp ranks is refused (its norm), one row per mesh shows it.
 #
 # --quick: a representative subset (the test suite runs it): the three-way hybrid with
 # recomputation, FSDP x tp with sequence parallelism, hybrid-sharded ZeRO-2, dp x pp zb
 # with full recomputation, tp x pp zb, the three-way zb with sequence parallelism, each
 # ZeRO stage in a three-way hybrid (ZeRO-1 interleaved, ZeRO-2 with sequence parallelism,
-# FSDP zb with full recomputation), hybrid-sharded FSDP over pipeline copies, and a layout
-# that cannot be (16 stages of 8 layers).  MT_BIN (default
+# FSDP zb with full recomputation), hybrid-sharded FSDP over pipeline copies, and two
+# refused: a layout that cannot be (16 stages of 8 layers) and ZeRO with 8 blocks over 2
+# tp ranks.  MT_BIN (default
 # build/meshtrain) and MT_DIFF (build/prog_stdiff) name the binaries.  Test hook:
 # MT_EQ_MUTATE=1 runs the layouts (not the references) with tensor parallelism's blocks
 # summed left to right, which the matrix must report.
@@ -64,13 +66,15 @@ done
 nrows=0 nsame=0 ndiff=0 nref=0 nfail=0
 t_start=$(date +%s)
 printf '%-84s %5s %3s  %s\n' layout ranks K result
-row() { # flags...: one layout against its reference
+row() { # [K8] flags...: one layout against its reference (K8: --tp-blocks 8 under ZeRO too)
+  local k8=0
+  [ "$1" = K8 ] && { k8=1; shift; }
   local flags="$*" k=8 dp=1 tp=1 pp=1 zero=0
   while [ $# -gt 0 ]; do
     case $1 in --dp) dp=$2 ;; --tp) tp=$2 ;; --pp) pp=$2 ;; --zero) zero=$2 ;; esac
     shift
   done
-  [ $zero -gt 0 ] && k=$([ $tp -gt 1 ] && echo $tp || echo 0)
+  [ $zero -gt 0 ] && [ $k8 = 0 ] && k=$([ $tp -gt 1 ] && echo $tp || echo 0)
   local kflag="" ranks=$((dp * tp * pp))
   [ $k -gt 0 ] && kflag="--tp-blocks $k"
   local t0=$EPOCHREALTIME rc=0 result
@@ -118,6 +122,7 @@ if [ $quick = 1 ]; then
   row --dp 2 --tp 2 --pp 2 --zero 3 --schedule zb --recompute full
   row --dp 4 --pp 2 --zero 3 --shard-size 2
   row --pp 2 --schedule interleaved --virtual-stages 8
+  row K8 --dp 2 --tp 2 --pp 2 --zero 1
 else
   rc_i=0
   for dp in 1 2 4 8; do for tp in 1 2 4 8; do for pp in 1 2 4 8; do
@@ -138,6 +143,8 @@ else
       rc_i=$((rc_i + 1))
       row $f
     done; done; done
+    # ZeRO with the matrix's 8 blocks over fewer tp ranks: refused (README), once per mesh
+    [ $dp -gt 1 ] && [ $tp -gt 1 ] && [ $tp -lt 8 ] && row K8 --dp $dp --tp $tp --pp $pp --zero 1
   done; done; done
 fi
 echo "equivalence: $nrows layouts: $nsame bit-identical, $ndiff different, $nref refused (exit 2 with the reason), $nfail failed;" \

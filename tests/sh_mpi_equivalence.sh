@@ -3,7 +3,8 @@
 # three-way dp x tp x pp with recomputation, FSDP x tp with sequence parallelism, hybrid-
 # sharded ZeRO-2, dp x pp zb with full recomputation, tp x pp zb, the three-way zb with
 # sequence parallelism, each ZeRO stage in a three-way hybrid, hybrid-sharded FSDP over
-# pipeline copies; 16 stages of 8 layers, refused) reports each layout against one rank,
+# pipeline copies; 16 stages of 8 layers and ZeRO with 8 blocks over 2 tp ranks, refused)
+# reports each layout against one rank,
 # each rank's memory and traffic as planned, and exits 0;
 # with tensor parallelism's blocks summed left to right in the layouts (its test hook) it
 # reports the difference and exits 1.
@@ -27,9 +28,10 @@ read -r pz oz <<< "$z1"
   || fail "plan: one rank params $p1 optimizer $o1; ZeRO-1 dp 2 params $pz optimizer $oz"
 [ "$(plan --pp 2 | wc -l)" -eq 2 ] && [ "$(plan --pp 2 | head -1 | awk '{print $5}')" -lt "$p1" ] && pass \
   || fail "plan: a pp 2 stage does not hold less than the whole model: $(plan --pp 2 | tr '\n' ' ')"
-[ "$(grep -c ' refused: ' "$T/eq.out")" -eq 1 ] && grep -q ' refused: .*16 stages do not divide the 8 layers' "$T/eq.out" \
-  && pass || fail "want 1 layout refused: 16 stages of 8 layers"
-grep -q "11 layouts: 10 bit-identical, 0 different, 1 refused (exit 2" "$T/eq.out" && pass || fail "no summary line"
+[ "$(grep -c ' refused: ' "$T/eq.out")" -eq 2 ] && grep -q ' refused: .*16 stages do not divide the 8 layers' "$T/eq.out" \
+  && grep -q ' refused: --zero 1 with --tp-blocks 8 over --tp 2: the sharded norm' "$T/eq.out" \
+  && pass || fail "want 2 layouts refused: 16 stages of 8 layers, ZeRO with 8 blocks over tp 2"
+grep -q "12 layouts: 10 bit-identical, 0 different, 2 refused (exit 2" "$T/eq.out" && pass || fail "no summary line"
 rc=0
 MT_EQ_MUTATE=1 bash scripts/equivalence.sh --quick > "$T/mut.out" 2>&1 || rc=$?
 [ $rc -eq 1 ] && grep -q -- "--dp 2 --tp 2 --pp 2 --recompute attn .*DIFFERS: max relative" "$T/mut.out" && pass \

@@ -50,8 +50,9 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
         return mt_error_prefix(s, "meshtrain train");
     if (a->tp_blocks > a->tp && a->dp > 1 && a->zero > 0)
         return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --tp-blocks %d over --tp %d: the sharded norm "
-                        "takes one slice per tp rank, not yet %d (issue 10); use --tp-blocks %d or --zero 0", a->zero,
-                        a->tp_blocks, a->tp, a->tp_blocks / a->tp, a->tp);
+                        "takes one slice per tp rank (the dp chunks' block sums cannot form %d strided sub-slices' "
+                        "sums); use --tp-blocks %d or --zero 0", a->zero, a->tp_blocks, a->tp, a->tp_blocks / a->tp,
+                        a->tp);
     if (a->tp > 1 && a->fast_comm)
         return mt_error(MT_EINPUT, "meshtrain train: --fast-comm with --tp: tensor parallelism always uses the fixed "
                         "order (its replicated parameters must get the same bits on every rank)");
