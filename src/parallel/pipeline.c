@@ -86,6 +86,7 @@ void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int ran
 
 /* ---- set-up ---- */
 
+/* the model units chunk ch holds: uf..ul */
 static void pipe_units(const MtPipe *p, const MtPipeChunk *ch, int *uf, int *ul)
 {
     *uf = ch->embed ? 0 : ch->l0 + 1;
@@ -148,8 +149,6 @@ static int slot_of(const MtPipe *p, int u)
     return u == 0 ? 0 : u == p->tr->tc.cfg.L + 1 ? 1 : 2 + (u & 1);
 }
 
-static int64_t tree_temps_of(const MtPipe *p) { return mt_tree_temps(p->o.M); }
-
 /* ZeRO over copies: the rank's units, in its arrays, sharded over its dp_shard group; the
  * reduced gradient's chunks (round-robin: with the tree over rounds); FSDP's slots and the
  * initialisation of its shard (a pure function of each element's index, as everywhere) */
@@ -175,7 +174,7 @@ static MtStatus zero_init(MtPipe *p)
     MtShardMap *m = &p->zmap;
     MT_ASSERT(mt_shard_map(lo, hi, nu, S, mt_comm_group_rank(p->c, MT_GROUP_DP_SHARD), m) == 0,
               "the pipeline's units are not aligned for %d dp shards", S);
-    p->nsbuf = rr(p) ? 1 + (int)tree_temps_of(p) : 1;
+    p->nsbuf = rr(p) ? 1 + mt_tree_temps(p->o.M) : 1;
     for (int i = 0; i < p->nsbuf; i++)
         if (!(p->sbuf[i] = alloc_f(p, MT_MEM_GRADS, m->shard_len)))
             return MT_ENOMEM;
@@ -709,7 +708,8 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
     float *g = rr(p) ? tr->grads : p->gbuf[ts->buf]; /* round-robin: the leaf buffer, reduced at leaf_end */
     if (ch->embed) /* wpe adds its rows (wte comes whole from the last rank); the rest is assigned */
         memset(g + ch->loff + ch->skip, 0, sizeof(float) * (size_t)(tr->unit_hi[0] - ch->lo - ch->skip));
-    int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? cfg->L + 1 : ch->l1;
+    int uf, ul;
+    pipe_units(p, ch, &uf, &ul);
     for (int u = uf; u <= ul; u++)
         mt_weights_view_unit(cfg, tr->table, tr->nparams, u, g + ch->loff + (tr->unit_lo[u] - ch->lo), gv);
     gv->fresh = 1;
@@ -943,7 +943,8 @@ static double norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
     for (int pass = 0; pass < 2 && p->o.zero_dp <= 1; pass++) /* units other than the embedding, then the embedding */
         for (int k = 0; k < p->V; k++) {
             MtPipeChunk *ch = &p->ch[k];
-            int uf = ch->embed ? 0 : ch->l0 + 1, ul = ch->head ? tr->tc.cfg.L + 1 : ch->l1;
+            int uf, ul;
+            pipe_units(p, ch, &uf, &ul);
             for (int u = uf; u <= ul; u++)
                 if ((u == 0) == pass)
                     mt_block_sumsq(tr->grads + ch->loff + (tr->unit_lo[u] - ch->lo), tr->unit_hi[u] - tr->unit_lo[u],
