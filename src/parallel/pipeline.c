@@ -143,11 +143,21 @@ int64_t mt_pipe_stash_floats(const MtPipe *p, int c)
     return mt_model_stash_floats(&tc->cfg, tc->micro, tc->seq, ch->l1 - ch->l0, ch->head, ch->embed);
 }
 
-/* which FSDP slot a unit uses: embedding, head, blocks by parity */
-static int slot_of(const MtPipe *p, int u)
+/* the activation sets: the one backward scratch (with the recompute buffers), and a set of
+ * chunk ch's blocks, embedding or received input, head */
+static MtActsShape scratch_shape(const MtTrainConfig *tc)
 {
-    return u == 0 ? 0 : u == p->tr->tc.cfg.L + 1 ? 1 : 2 + (u & 1);
+    return (MtActsShape){0, 0, 0, 0, 0, 1, tc->recompute, 1, tc->tp};
 }
+
+static MtActsShape set_shape(const MtTrainConfig *tc, const MtPipeChunk *ch)
+{
+    return (MtActsShape){ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0, tc->recompute, 0, tc->tp};
+}
+
+/* which FSDP slot unit u of a model of L blocks uses: embedding, head, blocks by parity */
+static int unit_slot(int L, int u) { return u == 0 ? 0 : u == L + 1 ? 1 : 2 + (u & 1); }
+static int slot_of(const MtPipe *p, int u) { return unit_slot(p->tr->tc.cfg.L, u); }
 
 /* ZeRO over copies: the rank's units, in its arrays, sharded over its dp_shard group; the
  * reduced gradient's chunks (round-robin: with the tree over rounds); FSDP's slots and the
@@ -237,7 +247,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
             p->ltr[2 * k] = (MtTreeStep){-1, 0, 1};
     }
     /* chunks, their spans in the rank's arrays, their activation sets */
-    MtActsShape scratch = {0, 0, 0, 0, 0, 1, tc->recompute, 1, tc->tp}; /* with the recompute buffers */
+    MtActsShape scratch = scratch_shape(tc);
     if (mt_acts_alloc_shape(&p->scratch, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &scratch) != MT_OK)
         goto oom;
     int64_t off = 0;
@@ -260,7 +270,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         ch->stash = calloc((size_t)ch->nsets + 1, sizeof(float *));
         if (!ch->sets || !ch->freelist || !ch->slot || !ch->stash)
             goto oom;
-        MtActsShape sh = {ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0, tc->recompute, 0, tc->tp};
+        MtActsShape sh = set_shape(tc, ch);
         for (int i = 0; i < ch->nsets; i++) {
             MtActs *a = &ch->sets[i];
             if (mt_acts_alloc_shape(a, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh) != MT_OK)
@@ -569,9 +579,9 @@ static void params_release(MtPipe *p)
 }
 
 /* the unit after block l's in a forward through chunk ch (-1: none) */
-static int next_forward(const MtPipe *p, const MtPipeChunk *ch, int l)
+static int next_forward(int L, const MtPipeChunk *ch, int l)
 {
-    return l + 1 < ch->l1 ? l + 2 : ch->head ? p->tr->tc.cfg.L + 1 : -1;
+    return l + 1 < ch->l1 ? l + 2 : ch->head ? L + 1 : -1;
 }
 
 /* ---- the tied embedding on the last rank ---- */
@@ -682,7 +692,7 @@ static void forward(MtPipe *p, const MtAction *a)
     }
     const float *x = s->encoded;
     for (int l = ch->l0; l < ch->l1; l++) {
-        params_need(p, l + 1, next_forward(p, ch, l));
+        params_need(p, l + 1, next_forward(tc->cfg.L, ch, l));
         mt_model_block_forward(&tc->cfg, &p->w, s, l, x);
         x = s->res3[l];
         progress(p);
@@ -1232,7 +1242,7 @@ double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin)
                 mt_recv(p->c, MT_GROUP_PP, a.encoded, n, (stage - 1) % p->P);
             const float *x = a.encoded;
             for (int l = ch->l0; l < ch->l1; l++) {
-                params_need(p, l + 1, next_forward(p, ch, l));
+                params_need(p, l + 1, next_forward(tc->cfg.L, ch, l));
                 mt_model_block_forward(&tc->cfg, &p->w, &a, l, x);
                 x = a.res3[l];
             }
@@ -1336,13 +1346,13 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
     /* activations: the backward scratch, and per chunk the sets its list holds at once
      * (each with its stash for W in a split schedule), as mt_pipe_init allocates them */
     const MtConfig *cfg = &tc->cfg;
-    MtActsShape scratch = {0, 0, 0, 0, 0, 1, tc->recompute, 1, tc->tp};
+    MtActsShape scratch = scratch_shape(tc);
     bytes[MT_MEM_ACTS] += 4 * mt_acts_floats_shape(cfg, tc->micro, tc->seq, tc->threads, &scratch);
     for (int c = 0; c < o->V; c++) {
         MtPipeChunk ch;
         int uf, ul, sets = mt_schedule_peak_sets(&s, list, n, c);
         chunk_units(o, cfg->L, P, rank, c, &ch, &uf, &ul);
-        MtActsShape sh = {ch.l0, ch.l1, ch.embed, ch.head, !ch.embed, 0, tc->recompute, 0, tc->tp};
+        MtActsShape sh = set_shape(tc, &ch);
         int64_t stash = mt_schedule_split(o->kind)
                             ? mt_model_stash_floats(cfg, tc->micro, tc->seq, ch.l1 - ch.l0, ch.head, ch.embed) : 0;
         bytes[MT_MEM_ACTS] += 4 * (int64_t)sets * (mt_acts_floats_shape(cfg, tc->micro, tc->seq, tc->threads, &sh) + stash);
@@ -1372,11 +1382,34 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
         bytes[MT_MEM_GRADS] += 4 * m.shard_len * (rrm ? ngbuf : 1);
         int64_t slot[4] = {0, 0, 0, 0};
         for (int i = 0; i < k && o->zero == 3; i++) {
-            int u = unit[i], sl = u == 0 ? 0 : u == tc->cfg.L + 1 ? 1 : 2 + (u & 1);
+            int sl = unit_slot(tc->cfg.L, unit[i]);
             slot[sl] = m.len[i] > slot[sl] ? m.len[i] : slot[sl];
         }
         bytes[MT_MEM_PARAMS] += 4 * (slot[0] + slot[1] + slot[2] + slot[3]);
     }
+}
+
+/* the slots of plan_gathers: start_gather and params_need on a model of the slots */
+typedef struct {
+    int slot[4], L, S;
+    const int64_t *ulen;
+    int64_t bytes;
+} PlanSlots;
+
+static void plan_gather(PlanSlots *x, int u)
+{
+    int s = unit_slot(x->L, u);
+    if (x->slot[s] != u) {
+        x->slot[s] = u;
+        x->bytes += 4 * (int64_t)(x->S - 1) * x->ulen[u] / x->S;
+    }
+}
+
+static void plan_need(PlanSlots *x, int u, int next)
+{
+    plan_gather(x, u);
+    if (next >= 0 && unit_slot(x->L, next) != unit_slot(x->L, u))
+        plan_gather(x, next);
 }
 
 /* the FSDP gathers of one step on a rank: its list's passes through params_need, on slots
@@ -1384,11 +1417,8 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
 static int64_t plan_gathers(const MtPipeOptions *o, const MtConfig *cfg, int P, int rank, const MtAction *list, int n,
                             const int64_t *ulen, int S)
 {
-    int slot[4] = {-1, -1, -1, -1}, L = cfg->L;
-    int64_t bytes = 0;
-#define SLOT(u) ((u) == 0 ? 0 : (u) == L + 1 ? 1 : 2 + ((u) & 1))
-#define GATHER(u) do { if (slot[SLOT(u)] != (u)) { slot[SLOT(u)] = (u); bytes += 4 * (int64_t)(S - 1) * ulen[u] / S; } } while (0)
-#define NEED(u, next) do { GATHER(u); if ((next) >= 0 && SLOT(next) != SLOT(u)) GATHER(next); } while (0)
+    int L = cfg->L;
+    PlanSlots x = {{-1, -1, -1, -1}, L, S, ulen, 0};
     for (int i = 0; i < n; i++) {
         const MtAction *a = &list[i];
         if (a->kind != MT_ACT_F && a->kind != MT_ACT_B && a->kind != MT_ACT_W)
@@ -1398,22 +1428,19 @@ static int64_t plan_gathers(const MtPipeOptions *o, const MtConfig *cfg, int P, 
         chunk_units(o, L, P, rank, a->stage / P, &ch, &uf, &ul);
         if (a->kind == MT_ACT_F) {
             if (ch.embed)
-                NEED(0, ch.l0 + 1);
+                plan_need(&x, 0, ch.l0 + 1);
             for (int l = ch.l0; l < ch.l1; l++)
-                NEED(l + 1, l + 1 < ch.l1 ? l + 2 : ch.head ? L + 1 : -1);
+                plan_need(&x, l + 1, next_forward(L, &ch, l));
             if (ch.head)
-                NEED(L + 1, -1);
+                plan_need(&x, L + 1, -1);
             continue;
         }
         if (a->kind == MT_ACT_B && ch.head)
-            NEED(L + 1, ch.l1);
+            plan_need(&x, L + 1, ch.l1);
         for (int l = ch.l1 - 1; l >= ch.l0; l--)
-            NEED(l + 1, l > ch.l0 ? l : -1);
+            plan_need(&x, l + 1, l > ch.l0 ? l : -1);
     }
-#undef NEED
-#undef GATHER
-#undef SLOT
-    return bytes;
+    return x.bytes;
 }
 
 void mt_pipe_plan_comm(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int dp, int64_t bytes[3])

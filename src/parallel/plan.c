@@ -67,10 +67,7 @@ void mt_plan_memory(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, i
     bytes[MT_MEM_GRADS] = 4 * (tc.grads_len > 0 ? tc.grads_len : nf) * (1 + tree_depth(tc.tree_span > 0 ? tc.tree_span : M));
     bytes[MT_MEM_OPTIM] = 8 * (tc.optim_len > 0 ? tc.optim_len : nf);
     if (!tc.acts_none) { /* the trainer's whole-model set (a pipeline stage's are its own, below) */
-        MtActsShape sh = mt_acts_whole(&tc.cfg);
-        sh.recompute = tc.recompute;
-        sh.rc_buffers = 1;
-        sh.tp = tc.tp;
+        MtActsShape sh = mt_trainer_acts_shape(&tc);
         bytes[MT_MEM_ACTS] = 4 * mt_acts_floats_shape(&tc.cfg, tc.micro, tc.seq, tc.threads, &sh);
     }
     if (x.dp_engine)

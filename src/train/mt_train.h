@@ -85,6 +85,8 @@ int64_t mt_trainer_spans(const MtTrainConfig *tc, int64_t *lo, int64_t *hi);
 /* Elements [a, b) of the trainer's tensor p as initialisation gives them, into dst (a
  * technique that holds a shard of the parameters initialises it). */
 void mt_trainer_param_init(const MtTrainer *tr, int p, int64_t a, int64_t b, float *dst);
+/* The shape of the trainer's whole-model activation set for tc (unless tc->acts_none). */
+MtActsShape mt_trainer_acts_shape(const MtTrainConfig *tc);
 /* Checks tc (MT_EINPUT, one line), then allocates everything and initialises the
  * parameters from tc->seed.  On failure the trainer is freed. */
 MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc);

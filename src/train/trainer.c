@@ -90,6 +90,15 @@ void mt_trainer_param_init(const MtTrainer *tr, int p, int64_t a, int64_t b, flo
     free(whole);
 }
 
+MtActsShape mt_trainer_acts_shape(const MtTrainConfig *tc)
+{
+    MtActsShape sh = mt_acts_whole(&tc->cfg);
+    sh.recompute = tc->recompute;
+    sh.rc_buffers = 1;
+    sh.tp = tc->tp;
+    return sh;
+}
+
 MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
 {
     memset(tr, 0, sizeof *tr);
@@ -122,10 +131,7 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     for (int i = 0; i < tr->ntmp; i++)
         if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, param_bytes(tr, tc->grads_len))))
             goto oom;
-    MtActsShape sh = mt_acts_whole(cfg);
-    sh.recompute = tc->recompute;
-    sh.rc_buffers = 1;
-    sh.tp = tc->tp;
+    MtActsShape sh = mt_trainer_acts_shape(tc);
     MtStatus s = tc->acts_none ? MT_OK : mt_acts_alloc_shape(&tr->acts, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh);
     if (s != MT_OK) {
         mt_trainer_free(tr);
