@@ -92,12 +92,15 @@ check_rank() { # schedule P M V L recompute rank line chunk-peaks
     function nblk(x) { return int((x + 511) / 512) }
     BEGIN {
       N = 32; C = 32; NC = N * C; T = 32; VOC = 256; NH = 2; S = P * V
-      # a block keeps 13 buffers; recompute attn shares the probabilities, full all but the output
-      all13 = 5 * al(NC) + 4 * al(N) + al(3 * NC) + al(NH * T * T) + 2 * al(4 * NC)
-      keep = rc == "full" ? al(NC) : rc == "attn" ? all13 - al(NH * T * T) : all13
+      # a block keeps 13 buffers; recompute attn shares the rows log-sum-exp, full all but the output
+      all13 = 5 * al(NC) + 4 * al(N) + al(3 * NC) + al(NH * T) + 2 * al(4 * NC)
+      keep = rc == "full" ? al(NC) : rc == "attn" ? all13 - al(NH * T) : all13
       shared = all13 - keep
       head = al(NC) + 2 * al(N) + al(N * VOC) + al(N)
-      want = 3 * al(NC) + al(3 * NC) + al(4 * NC) + al(T * T) + shared   # backward scratch + shared layer
+      # the attention scratch of one thread: three (T x hs) panels, q, dy, dq rows (T + 16
+      # rounded to 8), the dk and dv of a key block, D, the ds rows (hs = 16 here)
+      hs = C / NH; att = 3 * T * hs + 3 * (int((T + 7) / 8) * 8 + 16) * hs + 32 * hs + T + 128
+      want = 3 * al(NC) + al(3 * NC) + al(4 * NC) + al(att) + shared   # backward scratch + shared layer
       split(peaks, pk, " ")
       for (c = 0; c < V; c++) {
         st = c * P + r

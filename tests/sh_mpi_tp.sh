@@ -117,9 +117,9 @@ for lay in "1 0" "2 0" "4 0" "2 1" "4 1"; do
         wp = 4 * P; wg = 8 * P; wo = 8 * P
         # a layer (Korthikanti et al. adapted: fp32, no dropout masks, the LayerNorm outputs
         # kept gathered): ln1 and ln2 (n C), res2 and res3 (rows C), four row statistics
-        # (rows), qkv, atty, the heads probabilities, fch and its GELU (the share of the rank)
+        # (rows), qkv, atty, the heads rows log-sum-exp, fch and its GELU (the share of the rank)
         layer = 4 * (2 * al(n * C) + 2 * al(rows * C) + 4 * al(rows) + al(3 * n * C / N) + al(n * C / N) \
-                     + al(mb * NH / N * T * T) + 2 * al(4 * n * C / N))
+                     + al(mb * NH / N * T) + 2 * al(4 * n * C / N))
         logits = 4 * n * (512 - 256) / N   # doubling the vocabulary adds its logits, n x V/N
         # traffic per micro-batch: the residual stream crosses the group 4 L + 2 times, each
         # an all-reduce of n C floats or, with sequence parallelism, an all-gather plus a

@@ -227,19 +227,19 @@ static double at_obj(void *p)
 static void test_attention(int B, int T, int C, int NH)
 {
     int64_t n3 = (int64_t)B * T * 3 * C, n = (int64_t)B * T * C;
-    float *qkv = malloc(4 * n3), *y = malloc(4 * n), *att = malloc(4L * B * NH * T * T),
-          *dy = malloc(4 * n), *dqkv = malloc(4 * n3), *scratch = malloc(4L * 4 * T * T);
+    float *qkv = malloc(4 * n3), *y = malloc(4 * n), *lse = malloc(4L * B * NH * T), *dy = malloc(4 * n),
+          *dqkv = malloc(4 * n3), *scratch = malloc(4 * 8 * mt_attention_scratch_floats(T, C / NH));
     fill(qkv, n3, 1.0f); fill(dy, n, 1.0f);
     AtCtx c = {to_d(qkv, n3), to_d(dy, n), malloc(8 * n), B, T, C, NH};
-    mt_attention_forward(y, att, qkv, B, T, C, NH);
+    mt_attention_forward(y, lse, scratch, qkv, B, T, C, NH);
     at_obj(&c);
     CHECK(rel_err(y, c.y, n) < 1e-6, "attention forward B=%d T=%d C=%d NH=%d err %g", B, T, C, NH,
           rel_err(y, c.y, n));
-    mt_attention_backward(dqkv, scratch, dy, qkv, att, B, T, C, NH);
+    mt_attention_backward(dqkv, scratch, dy, y, qkv, lse, B, T, C, NH);
     double *g = malloc(8 * n3);
     fd_grad(at_obj, &c, c.qkv, n3, g);
     CHECK(rel_err(dqkv, g, n3) < 1e-4, "attention dqkv err %g", rel_err(dqkv, g, n3));
-    free(qkv); free(y); free(att); free(dy); free(dqkv); free(scratch); free(c.qkv); free(c.dy);
+    free(qkv); free(y); free(lse); free(dy); free(dqkv); free(scratch); free(c.qkv); free(c.dy);
     free(c.y); free(g);
 }
 
@@ -338,14 +338,14 @@ static void test_thread_independence(void)
         mt_gemm_setup(th);
         float **o = out[th - 1];
         o[0] = malloc(4L * N * 4 * C); o[1] = calloc((size_t)C * 4 * C, 4); o[2] = calloc(4 * C, 4);
-        o[3] = malloc(4 * NC); o[4] = malloc(4L * B * NH * T * T); o[5] = malloc(4 * NC * 3);
+        o[3] = malloc(4 * NC); o[4] = malloc(4L * B * NH * T); o[5] = malloc(4 * NC * 3);
         o[6] = malloc(4L * N * V); o[7] = calloc(NC, 4);
-        float *scratch = malloc(4L * 2 * T * T), *mean = malloc(4L * N), *rstd = malloc(4L * N),
+        float *scratch = malloc(4 * 8 * mt_attention_scratch_floats(T, C / NH)), *mean = malloc(4L * N), *rstd = malloc(4L * N),
               *dwl = calloc(C, 4), *dbl = calloc(C, 4);
         mt_matmul_forward(o[0], x, w, b, NULL, N, C, 4 * C);
         mt_matmul_backward(o[7], o[1], o[2], dy, x, w, N, C, 4 * C, MT_ADD_DINP | MT_ADD_DW);
-        mt_attention_forward(o[3], o[4], qkv, B, T, C, NH);
-        mt_attention_backward(o[5], scratch, o[3], qkv, o[4], B, T, C, NH);
+        mt_attention_forward(o[3], o[4], scratch, qkv, B, T, C, NH);
+        mt_attention_backward(o[5], scratch, o[3], o[3], qkv, o[4], B, T, C, NH);
         memcpy(o[6], l, 4L * N * V);
         mt_crossentropy_fused(o[6], mean, tg, N, V, 0.5f);
         mt_layernorm_forward(o[3], mean, rstd, x, b, b + C, N, C);
@@ -353,7 +353,7 @@ static void test_thread_independence(void)
         memcpy(o[2], dwl, 4L * C);
         free(scratch); free(mean); free(rstd); free(dwl); free(dbl);
     }
-    int64_t sizes[8] = {(int64_t)N * 4 * C, (int64_t)C * 4 * C, C, NC, (int64_t)B * NH * T * T, NC * 3,
+    int64_t sizes[8] = {(int64_t)N * 4 * C, (int64_t)C * 4 * C, C, NC, (int64_t)B * NH * T, NC * 3,
                         (int64_t)N * V, NC};
     for (int k = 0; k < 8; k++) {
         CHECK(memcmp(out[0][k], out[1][k], 4 * sizes[k]) == 0, "output %d differs between 1 and 2 threads", k);
@@ -414,8 +414,10 @@ int main(void)
     test_layernorm(5, 40);
     test_matmul(7, 13, 11);
     test_matmul(9, 17, 33);
-    test_attention(2, 5, 12, 3);
-    test_attention(1, 9, 8, 1);
+    test_attention(2, 5, 12, 3);   /* T below one query tile (4) and one key block (16) */
+    test_attention(1, 9, 8, 1);    /* one head */
+    test_attention(2, 37, 48, 4);  /* T past two key blocks, not a multiple of the tile; hs 12 */
+    test_attention(1, 21, 80, 5);  /* hs 16, one key block and a tail */
     test_gelu(1001);
     test_crossentropy(7, 29);
     test_encoder(3, 7, 19, 23);

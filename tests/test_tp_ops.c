@@ -158,13 +158,14 @@ static void check_exact_splits(void)
 {
     float *x = rnd(NT * C, 7), *wqkv = rnd(C * 3 * C, 8), *bqkv = rnd(3 * C, 9), *wproj = rnd(C * C, 10);
     float *qkv = malloc(sizeof(float) * NT * 3 * C), *atty = malloc(sizeof(float) * NT * C);
-    float *att = malloc(sizeof(float) * B * NH * T * T), *datty = rnd(NT * C, 12);
-    float *dqkv = malloc(sizeof(float) * NT * 3 * C), *scratch = malloc(sizeof(float) * mt_attention_scratch_floats(T));
+    float *att = malloc(sizeof(float) * B * NH * T), *datty = rnd(NT * C, 12); /* the rows' log-sum-exp */
+    float *dqkv = malloc(sizeof(float) * NT * 3 * C);
+    float *scratch = malloc(sizeof(float) * 8 * mt_attention_scratch_floats(T, C / NH));
     float *dw = malloc(sizeof(float) * C * 3 * C), *db = malloc(sizeof(float) * 3 * C);
     float *dproj = malloc(sizeof(float) * C * C), *dres = rnd(NT * C, 13), *dat = malloc(sizeof(float) * NT * C);
     mt_matmul_forward(qkv, x, wqkv, bqkv, NULL, NT, C, 3 * C);
-    mt_attention_forward(atty, att, qkv, B, T, C, NH);
-    mt_attention_backward(dqkv, scratch, datty, qkv, att, B, T, C, NH);
+    mt_attention_forward(atty, att, scratch, qkv, B, T, C, NH);
+    mt_attention_backward(dqkv, scratch, datty, atty, qkv, att, B, T, C, NH);
     mt_matmul_backward(NULL, dw, db, dqkv, x, NULL, NT, C, 3 * C, 0);
     mt_matmul_backward(dat, dproj, NULL, dres, atty, wproj, NT, C, C, 0);
     MtParam pq = HEADS(NT), pw = HEADS(C), pb = HEADS(1), pa = COLS(NT, C), pr = ROWS(C, C);
@@ -175,16 +176,16 @@ static void check_exact_splits(void)
             float *want = slice(&pq, N, r, 0, qkv);
             mt_matmul_forward(qr, x, wr, br, NULL, NT, C, 3 * Cl);
             CHECK(same(qr, want, NT * 3 * Cl), "c_attn by heads N=%d r=%d: not the whole's columns", N, r);
-            float *ar = malloc(sizeof(float) * NT * Cl), *attr = malloc(sizeof(float) * B * Hl * T * T);
+            float *ar = malloc(sizeof(float) * NT * Cl), *attr = malloc(sizeof(float) * B * Hl * T);
             float *aw = slice(&pa, N, r, 0, atty);
-            mt_attention_forward(ar, attr, want, B, T, Cl, Hl);
+            mt_attention_forward(ar, attr, scratch, want, B, T, Cl, Hl);
             CHECK(same(ar, aw, NT * Cl), "attention of heads N=%d r=%d: not the whole's", N, r);
             int att_ok = 1;
             for (int b = 0; b < B; b++)
-                att_ok &= same(attr + (int64_t)b * Hl * T * T, att + ((int64_t)b * NH + r * Hl) * T * T, Hl * T * T);
-            CHECK(att_ok, "attention probabilities of heads N=%d r=%d", N, r);
+                att_ok &= same(attr + (int64_t)b * Hl * T, att + ((int64_t)b * NH + r * Hl) * T, Hl * T);
+            CHECK(att_ok, "attention log-sum-exp of heads N=%d r=%d", N, r);
             float *dar = slice(&pa, N, r, 0, datty), *dqr = malloc(sizeof(float) * NT * 3 * Cl);
-            mt_attention_backward(dqr, scratch, dar, want, attr, B, T, Cl, Hl);
+            mt_attention_backward(dqr, scratch, dar, ar, want, attr, B, T, Cl, Hl);
             float *dqw = slice(&pq, N, r, 0, dqkv);
             CHECK(same(dqr, dqw, NT * 3 * Cl), "attention backward of heads N=%d r=%d", N, r);
             float *dwr = malloc(sizeof(float) * C * 3 * Cl), *dbr = malloc(sizeof(float) * 3 * Cl);

@@ -186,7 +186,7 @@ static int64_t layer_floats(const MtConfig *cfg, const MtTpLocal *lo, int B, int
     case K_LN1M: case K_LN1R: case K_LN2M: case K_LN2R: return rows;
     case K_QKV: return N * 3 * lo->Cl;
     case K_ATTY: return N * lo->Cl;
-    case K_ATT: return (int64_t)B * lo->Hl * T * T;
+    case K_ATT: return (int64_t)B * lo->Hl * T; /* the rows' log-sum-exp */
     case K_FCH: case K_FCHG: return N * lo->Fl;
     case K_RES2: case K_RES3: return rows * C;
     default: return N * C; /* ln1, ln2: with sequence parallelism the gathered rows */
@@ -228,7 +228,7 @@ static int act_slots(const MtConfig *cfg, MtActs *a, int B, int T, int threads, 
         S(a->datty, N * lo.Cl);
         S(a->dqkv, N * 3 * lo.Cl);
         S(a->dfch, N * lo.Fl);
-        S(a->datt_scratch, (int64_t)threads * mt_attention_scratch_floats(T));
+        S(a->datt_scratch, (int64_t)threads * mt_attention_scratch_floats(T, C / cfg->NH));
     }
     if (sh->tp) { /* the blocked sums' scratch (mt_tp.h) */
         S(a->tpsum, N * C);
@@ -339,7 +339,7 @@ static void block_forward(const MtConfig *cfg, const MtBlockWeights *w, MtActs *
     POLL(a);
     mt_matmul_forward(a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, NULL, N, C, 3 * C);
     POLL(a);
-    mt_attention_forward(a->atty[l], a->att[l], a->qkv[l], B, T, C, cfg->NH);
+    mt_attention_forward(a->atty[l], a->att[l], a->datt_scratch, a->qkv[l], B, T, C, cfg->NH);
     POLL(a);
     mt_matmul_forward(a->res2[l], a->atty[l], w->attprojw, w->attprojb, x, N, C, C);
     POLL(a);
@@ -377,8 +377,7 @@ static void block_backward(const MtConfig *cfg, const MtBlockWeights *w, const M
     mt_matmul_backward(a->datty, g->attprojw, g->attprojb, a->dres, a->atty[l], w->attprojw, N, C,
                        C, add * MT_ADD_DW);
     POLL(a);
-    mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, C,
-                          cfg->NH);
+    mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, C, cfg->NH);
     POLL(a);
     mt_matmul_backward(a->dln, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * C, add * MT_ADD_DW);
     POLL(a);
@@ -447,7 +446,7 @@ static void recompute(const MtConfig *cfg, const MtWeights *w, MtActs *a, int l,
         block_forward(cfg, &w->h[l], a, l, x);
     else if (a->recompute == MT_RECOMPUTE_ATTN) {
         MtTpLocal lo = mt_tp_local(cfg, a->tp, a->B * a->T);
-        mt_attention_forward(a->atty[l], a->att[l], a->qkv[l], a->B, a->T, lo.Cl, lo.Hl);
+        mt_attention_forward(a->atty[l], a->att[l], a->datt_scratch, a->qkv[l], a->B, a->T, lo.Cl, lo.Hl);
     }
 }
 
@@ -500,7 +499,7 @@ void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtAc
     memcpy(s_res2, a->dres, sizeof(float) * (size_t)N * C);
     mt_matmul_backward(a->datty, NULL, NULL, a->dres, a->atty[l], bw->attprojw, N, C, C, 0);
     POLL(a);
-    mt_attention_backward(s_qkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, C, cfg->NH);
+    mt_attention_backward(s_qkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, C, cfg->NH);
     POLL(a);
     mt_matmul_backward(s_ln1, NULL, NULL, s_qkv, a->ln1[l], bw->qkvw, N, C, 3 * C, 0);
     POLL(a);

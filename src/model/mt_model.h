@@ -91,7 +91,7 @@ typedef struct {
     float *ln1[MT_MAX_LAYERS], *ln1_mean[MT_MAX_LAYERS], *ln1_rstd[MT_MAX_LAYERS];
     float *qkv[MT_MAX_LAYERS];      /* (B,T,3C) */
     float *atty[MT_MAX_LAYERS];     /* (B,T,C) attention output before its projection */
-    float *att[MT_MAX_LAYERS];      /* (B,NH,T,T) softmax probabilities */
+    float *att[MT_MAX_LAYERS];      /* (B,NH,T) each row's log-sum-exp (the fused attention keeps no probabilities) */
     float *res2[MT_MAX_LAYERS];     /* (B,T,C) residual after attention */
     float *ln2[MT_MAX_LAYERS], *ln2_mean[MT_MAX_LAYERS], *ln2_rstd[MT_MAX_LAYERS];
     float *fch[MT_MAX_LAYERS];      /* (B,T,4C) pre-GELU */
@@ -122,9 +122,11 @@ typedef struct {
     float *tpsum, *tptmp[8], *tpmx, *tpstats, *tpgather, *tpcol, *tpfull, *tprep;
 } MtActs;
 
-/* --recompute: none; attn recomputes the attention probabilities (B,NH,T,T) in each
- * block's backward (Korthikanti et al.'s selective recomputation); full keeps only each
- * block's output (the next block's input) and recomputes the whole block's forward. */
+/* --recompute: none; attn recomputes the attention (its rows' log-sum-exp, one layer's
+ * buffer shared) in each block's backward (Korthikanti et al.'s selective recomputation,
+ * which saved the (B,NH,T,T) probabilities before attention was fused; now it saves only
+ * B NH T floats a layer); full keeps only each block's output (the next block's input) and
+ * recomputes the whole block's forward. */
 enum { MT_RECOMPUTE_NONE, MT_RECOMPUTE_ATTN, MT_RECOMPUTE_FULL };
 
 /* Which activations a set holds: blocks [l0, l1), the embedding's output (embed) or a

@@ -146,7 +146,7 @@ void mt_tp_block_forward(const MtConfig *cfg, const MtBlockWeights *w, MtActs *a
     POLL(a);
     mt_matmul_forward(a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, NULL, N, C, 3 * lo.Cl); /* (N, 3Cl) */
     POLL(a);
-    mt_attention_forward(a->atty[l], a->att[l], a->qkv[l], B, T, lo.Cl, lo.Hl);
+    mt_attention_forward(a->atty[l], a->att[l], a->datt_scratch, a->qkv[l], B, T, lo.Cl, lo.Hl);
     POLL(a);
     rowpar_forward(a, a->res2[l], a->atty[l], w->attprojw, w->attprojb, x, N, lo.rows, lo.Cl, C, lo.nb);
     POLL(a);
@@ -228,7 +228,7 @@ void mt_tp_block_backward(const MtConfig *cfg, const MtBlockWeights *w, const Mt
     mt_matmul_backward(a->datty, g->attprojw, NULL, d, a->atty[l], w->attprojw, N, lo.Cl, C, add * MT_ADD_DW);
     rows_grads(a, 0, NULL, g->attprojb, a->dres, NULL, NULL, NULL, lo.rows, C, add);
     POLL(a);
-    mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
+    mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
     POLL(a);
     dln = colpar_backward(a, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * lo.Cl, 1, add * MT_ADD_DW);
     POLL(a);
@@ -329,7 +329,7 @@ void mt_tp_block_backward_input(const MtConfig *cfg, const MtBlockWeights *w, Mt
     POLL(a);
     mt_matmul_backward(a->datty, NULL, NULL, d, a->atty[l], w->attprojw, N, lo.Cl, C, 0);
     POLL(a);
-    mt_attention_backward(s_qkv, a->datt_scratch, a->datty, a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
+    mt_attention_backward(s_qkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
     POLL(a);
     mt_tp_colpar_dinp(a->dln, a->tptmp, s_qkv, w->qkvw, N, C, 3 * lo.Cl, nb, 1);
     dln = reduce_dinp(a, N, C);

@@ -43,13 +43,16 @@ enum { MT_ADD_DINP = 1, MT_ADD_DW = 2 };
 void mt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int add);
 
-/* Causal multi-head self-attention.  qkv (B,T,3C) holds q, k, v; out (B,T,C);
- * att (B,NH,T,T) keeps the softmax probabilities for backward (upper triangle zero). */
-void mt_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
-/* dqkv (B,T,3C) = ...; scratch: T*T floats per thread (mt_attention_scratch_floats). */
-void mt_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                           const float *att, int B, int T, int C, int NH);
-int64_t mt_attention_scratch_floats(int T);
+/* Causal multi-head self-attention, fused (attention.c): the probabilities are never
+ * stored.  qkv (B,T,3C) holds q, k, v; out (B,T,C); lse (B,NH,T) keeps each row's
+ * log-sum-exp for backward.  scratch: mt_attention_scratch_floats(T, C/NH) floats per
+ * thread (OpenMP thread numbers), used by both passes. */
+void mt_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B, int T, int C, int NH);
+/* dqkv (B,T,3C) = the gradient of qkv given dout (B,T,C), the forward's out and lse
+ * (probabilities recomputed tile by tile); overwritten. */
+void mt_attention_backward(float *dqkv, float *scratch, const float *dout, const float *out, const float *qkv,
+                           const float *lse, int B, int T, int C, int NH);
+int64_t mt_attention_scratch_floats(int T, int hs);
 
 /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 void mt_gelu_forward(float *out, const float *inp, int64_t n);
