@@ -6,7 +6,7 @@ For each configuration and thread count the two engines run interleaved
 by 6-32% between runs; the table quotes medians over the reps.
 
     python3 bench/run_bench.py [--meshtrain build/meshtrain] [--python PY]
-        [--configs tiny,small] [--threads 1,2] [--reps 3] [--steps 10] [--warmup 3]
+        [--configs tiny,small,long,gpt2] [--threads 1,2] [--reps 3] [--steps 10] [--warmup 3]
         [--out bench/results.md]
 
 meshtrain: `<bin> bench --layers L --heads H --dim C --seq-len T --batch-size B --vocab V
@@ -34,6 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = {
     "tiny": (4, 4, 256, 256, 8, 256),
     "small": (6, 6, 384, 256, 8, 256),
+    "long": (4, 4, 256, 1024, 2, 256),      # attention dominates
+    "gpt2": (12, 12, 768, 1024, 1, 50257),  # GPT-2 124M, the model llm.c trains
 }
 
 
@@ -129,6 +131,8 @@ def main():
                     detail = r["blas"]
                     if "version" in r:  # torch_step.py also says which torch and AdamW
                         detail += f" (torch {r['version']}, {r.get('optimizer', '?')} AdamW"
+                        if "sdpa" in r:
+                            detail += f", SDPA {r['sdpa']}"
                         if "import_rss_mb" in r:  # the libraries' share of the RSS column
                             detail += f"; RSS after `import torch`: {r['import_rss_mb']:.0f} MB"
                         detail += ")"

@@ -86,6 +86,16 @@ def blas_summary():
             f"mkldnn={torch.backends.mkldnn.is_available()}")
 
 
+def sdpa_choice(B, NH, T, hs):
+    """The kernel scaled_dot_product_attention picks for these shapes on the CPU."""
+    try:
+        q = torch.zeros(B, NH, T, hs, requires_grad=True)
+        kind = torch._fused_sdp_choice(q, q, q, is_causal=True)
+        return torch.nn.attention.SDPBackend(kind).name
+    except Exception as e:  # a private API: say so rather than fail the benchmark
+        return f"unknown ({type(e).__name__})"
+
+
 def make_optimizer(model, lr, wd):
     """AdamW, weight decay on the 2-D tensors only.  Fused if this build supports it on the
     CPU (it is tried on a scratch tensor first), otherwise the foreach implementation."""
@@ -157,6 +167,7 @@ def main():
     result = {"engine": "pytorch", "ms_per_step": round(ms, 3),
               "tokens_per_s": round(B * T / ms * 1000, 1), "threads": args.threads,
               "blas": blas_summary(), "version": torch.__version__,
+              "sdpa": sdpa_choice(B, args.heads, T, args.dim // args.heads),
               # ru_maxrss is in KiB on Linux
               "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
               "import_rss_mb": round(IMPORT_RSS_MB, 1),

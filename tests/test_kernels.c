@@ -418,6 +418,7 @@ int main(void)
     test_attention(1, 9, 8, 1);    /* one head */
     test_attention(2, 37, 48, 4);  /* T past two key blocks, not a multiple of the tile; hs 12 */
     test_attention(1, 21, 80, 5);  /* hs 16, one key block and a tail */
+    test_attention(2, 37, 80, 2);  /* hs 40: whole 16 x 16 transposed blocks with both edges */
     test_gelu(1001);
     test_crossentropy(7, 29);
     test_encoder(3, 7, 19, 23);

@@ -31,14 +31,19 @@
 #include <immintrin.h>
 #endif
 
-#define QT 4  /* query rows per tile */
-/* Backward rows per step of the key-block loop: every result's bits are the same for any
- * RB (each sum runs over rows, keys or d in one fixed order), so it is sized to the
- * registers: 2 RB score vectors and 2 RB probability vectors live at once. */
+/* Forward query rows per tile and backward rows per step of the key-block loop.  No
+ * result's bits depend on them (every sum runs over d, keys or rows in one fixed order), so
+ * they are sized to the registers: 2 QT (AVX-512) or QT (elsewhere) accumulators of 16 lanes
+ * in the forward, 4 RB vectors in the backward (32 registers with AVX-512, 16 half-size
+ * ones with AVX2). */
 #if defined(__AVX512F__)
+#define QT 8
 #define RB 8
+#define PANELS2 1 /* the forward's products take two 16-wide panels at once */
 #else
+#define QT 4
 #define RB 4
+#define PANELS2 0 /* one panel (2 x 8 lanes): two would spill AVX2's 16 registers (measured 1.45x slower) */
 #endif
 
 static int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
@@ -70,15 +75,14 @@ int64_t mt_attention_scratch_floats(int T, int hs)
     return 3 * Tp * hp + 3 * Tr * hp + 32 * hp + Tp + 8 * 16;
 }
 
-/* xt <- the transpose of x's T rows (stride ld) in panels of 16 keys: panel j / 16 holds
- * (hw x 16) floats, element (d, j) at (j / 16) 16 hw + 16 d + j % 16, so the score kernels
- * read each panel in order; keys past T and d past hs zero */
-static void transpose_in(float *xt, const float *x, int T, int hs, int64_t hw, int64_t ld, int64_t Tp)
+/* Prefetch rows [j0, j0 + 16) of T of the next (batch, head) pair's head slice (hs floats
+ * at stride ld from x) into the cache: the pairs' first reads of q, k, v (and dy, y) come
+ * from memory otherwise, and cost 10% of the kernel at T 256 (measured). */
+static inline void prefetch_rows(const float *x, int64_t ld, int j0, int T, int hs)
 {
-    memset(xt, 0, sizeof(float) * (size_t)(Tp * hw));
-    for (int j = 0; j < T; j++)
-        for (int d = 0; d < hs; d++)
-            xt[(int64_t)(j / 16) * 16 * hw + 16 * d + j % 16] = x[(int64_t)j * ld + d];
+    for (int j = j0; j < j0 + 16 && j < T; j++)
+        for (int d = 0; d < hs; d += 16)
+            __builtin_prefetch(x + (int64_t)j * ld + d);
 }
 
 /* xc <- x's T rows (stride ld) in column panels of 16: panel c / 16 holds (Tp x 16)
@@ -87,9 +91,13 @@ static void transpose_in(float *xt, const float *x, int T, int hs, int64_t hw, i
 static void panel_rows(float *xc, const float *x, int T, int hs, int64_t ld, int64_t Tp, int64_t hp)
 {
     memset(xc, 0, sizeof(float) * (size_t)(Tp * hp));
-    for (int j = 0; j < T; j++)
-        for (int c = 0; c < hs; c++)
+    int hb = hs / 16 * 16;
+    for (int j = 0; j < T; j++) {
+        for (int c = 0; c < hb; c += 16)
+            memcpy(xc + (int64_t)c * Tp + 16 * j, x + (int64_t)j * ld + c, 16 * sizeof(float));
+        for (int c = hb; c < hs; c++)
             xc[(int64_t)(c / 16) * 16 * Tp + 16 * j + c % 16] = x[(int64_t)j * ld + c];
+    }
 }
 
 /* xp (rows x hp) <- x's rows (stride ld), each zero-padded from hs to hp */
@@ -101,33 +109,132 @@ static void pad_rows(float *xp, const float *x, int rows, int hs, int64_t ld, in
     }
 }
 
-/* 16 lanes at once: each lane's value is the same whatever the width (elementwise) */
+/* 16 lanes at once.  Every operation is elementwise (or IEEE fma), so each lane's value is
+ * the same whatever the vector width: one AVX-512 register, or two 8-lane halves elsewhere
+ * (a 64-byte GCC vector would live on the stack there: measured 5-10x slower). */
+#if defined(__AVX512F__)
 typedef float v16 __attribute__((vector_size(64)));
-
-static inline v16 v16_load(const float *p)
-{
-    v16 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
+static inline v16 v16_load(const float *p) { return (v16)_mm512_loadu_ps(p); }
+static inline void v16_store(float *p, v16 v) { _mm512_storeu_ps(p, (__m512)v); }
+static inline v16 v16_set(float a) { return (v16)_mm512_set1_ps(a); }
+static inline v16 v16_add(v16 a, v16 b) { return a + b; }
+static inline v16 v16_mul(v16 a, v16 b) { return a * b; }
+static inline v16 v16_mulf(v16 a, float b) { return a * b; }
+static inline v16 v16_subf(v16 a, float b) { return a - b; }
 static inline v16 fma16(float a, v16 b, v16 c)
 {
-#if defined(__AVX512F__)
     return (v16)_mm512_fmadd_ps(_mm512_set1_ps(a), (__m512)b, (__m512)c);
+}
+typedef int32_t vi16 __attribute__((vector_size(64)));
+static inline v16 max16(v16 a, v16 b)
+{
+    vi16 m = a > b;
+    return (v16)((m & (vi16)a) | (~m & (vi16)b));
+}
+/* mt_expf_v8's operations on 16 lanes: each lane gets mt_expf_inl's bits */
+static inline v16 exp16(v16 x)
+{
+    v16 zero = {0}, lo = zero - 87.0f, hi = zero + 80.0f;
+    x = max16(x, lo);
+    x = -max16(-x, -hi);
+    v16 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    v16 r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    v16 p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    vi16 bits = (__builtin_convertvector(n, vi16) + 127) << 23;
+    return p * (v16)bits;
+}
+static inline float v16_reduce(v16 v)
+{
+    mt_v8 lo, hi;
+    memcpy(&lo, &v, 32);
+    memcpy(&hi, (const char *)&v + 32, 32);
+    return mt_lanes_reduce(lo, hi);
+}
+#define TRANSPOSE16 1
 #else
-    mt_v8 lo, hi, blo, bhi, clo, chi;
-    memcpy(&blo, &b, 32);
-    memcpy(&bhi, (const char *)&b + 32, 32);
-    memcpy(&clo, &c, 32);
-    memcpy(&chi, (const char *)&c + 32, 32);
-    lo = fma8(a, blo, clo);
-    hi = fma8(a, bhi, chi);
-    v16 r;
-    memcpy(&r, &lo, 32);
-    memcpy((char *)&r + 32, &hi, 32);
-    return r;
+typedef struct {
+    mt_v8 lo, hi;
+} v16;
+static inline v16 v16_load(const float *p) { return (v16){mt_v8_load(p), mt_v8_load(p + 8)}; }
+static inline void v16_store(float *p, v16 v)
+{
+    mt_v8_store(p, v.lo);
+    mt_v8_store(p + 8, v.hi);
+}
+static inline v16 v16_set(float a)
+{
+    mt_v8 z = {0};
+    return (v16){z + a, z + a};
+}
+static inline v16 v16_add(v16 a, v16 b) { return (v16){a.lo + b.lo, a.hi + b.hi}; }
+static inline v16 v16_mul(v16 a, v16 b) { return (v16){a.lo * b.lo, a.hi * b.hi}; }
+static inline v16 v16_mulf(v16 a, float b) { return (v16){a.lo * b, a.hi * b}; }
+static inline v16 v16_subf(v16 a, float b) { return (v16){a.lo - b, a.hi - b}; }
+static inline v16 fma16(float a, v16 b, v16 c) { return (v16){fma8(a, b.lo, c.lo), fma8(a, b.hi, c.hi)}; }
+static inline v16 max16(v16 a, v16 b) { return (v16){mt_v8_max(a.lo, b.lo), mt_v8_max(a.hi, b.hi)}; }
+static inline v16 exp16(v16 x) { return (v16){mt_expf_v8(x.lo), mt_expf_v8(x.hi)}; }
+static inline float v16_reduce(v16 v) { return mt_lanes_reduce(v.lo, v.hi); }
+#define TRANSPOSE16 0
 #endif
+
+static inline v16 v16_zero(void) { return v16_set(0.0f); }
+
+/* v with lanes k..15 set to zero */
+static inline v16 v16_keep(v16 v, int k)
+{
+    float t[16];
+    v16_store(t, v);
+    for (int l = k < 0 ? 0 : k; l < 16; l++)
+        t[l] = 0.0f;
+    return v16_load(t);
+}
+
+#if TRANSPOSE16
+/* v[i][l] <- v[l][i]: round b swaps bit b of the row with bit b of the lane */
+static inline void transpose16(v16 *v)
+{
+    static const vi16 lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+                      hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
+                      lo4 = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+                      hi4 = {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
+                      lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                      hi2 = {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+                      lo1 = {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+                      hi1 = {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31};
+    const vi16 *lo[4] = {&lo8, &lo4, &lo2, &lo1}, *hi[4] = {&hi8, &hi4, &hi2, &hi1};
+    for (int r = 0, b = 8; r < 4; r++, b /= 2)
+        for (int i = 0; i < 16; i++)
+            if (!(i & b)) {
+                v16 a = v[i], c = v[i + b];
+                v[i] = __builtin_shuffle(a, c, *lo[r]);
+                v[i + b] = __builtin_shuffle(a, c, *hi[r]);
+            }
+}
+#endif
+
+/* xt <- the transpose of x's T rows (stride ld) in panels of 16 keys: panel j / 16 holds
+ * (hw x 16) floats, element (d, j) at (j / 16) 16 hw + 16 d + j % 16, so the score kernels
+ * read each panel in order; keys past T and d past hs zero.  Whole 16 x 16 blocks are
+ * transposed in registers with AVX-512 (four rounds of shuffles; element by element this
+ * copy took 10% of the kernel, measured), the edges and other machines element by element. */
+static void transpose_in(float *xt, const float *x, int T, int hs, int64_t hw, int64_t ld, int64_t Tp)
+{
+    memset(xt, 0, sizeof(float) * (size_t)(Tp * hw));
+    int Tb = TRANSPOSE16 ? T / 16 * 16 : 0, hb = hs / 16 * 16;
+#if TRANSPOSE16
+    for (int j0 = 0; j0 < Tb; j0 += 16)
+        for (int d0 = 0; d0 < hb; d0 += 16) {
+            v16 v[16];
+            for (int i = 0; i < 16; i++)
+                v[i] = v16_load(x + (int64_t)(j0 + i) * ld + d0);
+            transpose16(v);
+            for (int i = 0; i < 16; i++)
+                v16_store(xt + (int64_t)j0 * hw + 16 * (d0 + i), v[i]);
+        }
+#endif
+    for (int j = 0; j < T; j++)
+        for (int d = j < Tb ? hb : 0; d < hs; d++)
+            xt[(int64_t)(j / 16) * 16 * hw + 16 * d + j % 16] = x[(int64_t)j * ld + d];
 }
 
 /* s[r][j] = scale * sum_d a[r][d] xt[d][j] for QT rows (a: QT x hp) and j < nk (a multiple
@@ -136,8 +243,10 @@ static void tile_scores(float *s, const float *a, const float *xt, int hs, int64
                         float scale)
 {
     int j = 0;
-    for (; j + 32 <= nk; j += 32) {
-        v16 acc[QT][2] = {{{0}}};
+    for (; PANELS2 && j + 32 <= nk; j += 32) {
+        v16 acc[QT][2];
+        for (int r = 0; r < QT; r++)
+            acc[r][0] = acc[r][1] = v16_zero();
         const float *p0 = xt + (int64_t)j * hs, *p1 = p0 + 16 * hs;
         for (int d = 0; d < hs; d++) {
             v16 x0 = v16_load(p0 + 16 * d), x1 = v16_load(p1 + 16 * d);
@@ -148,13 +257,14 @@ static void tile_scores(float *s, const float *a, const float *xt, int hs, int64
             }
         }
         for (int r = 0; r < QT; r++) {
-            v16 s0 = acc[r][0] * scale, s1 = acc[r][1] * scale;
-            memcpy(s + r * Tp + j, &s0, sizeof s0);
-            memcpy(s + r * Tp + j + 16, &s1, sizeof s1);
+            v16_store(s + r * Tp + j, v16_mulf(acc[r][0], scale));
+            v16_store(s + r * Tp + j + 16, v16_mulf(acc[r][1], scale));
         }
     }
     for (; j < nk; j += 16) {
-        v16 acc[QT] = {{0}};
+        v16 acc[QT];
+        for (int r = 0; r < QT; r++)
+            acc[r] = v16_zero();
         const float *p0 = xt + (int64_t)j * hs;
         for (int d = 0; d < hs; d++) {
             v16 x0 = v16_load(p0 + 16 * d);
@@ -162,8 +272,7 @@ static void tile_scores(float *s, const float *a, const float *xt, int hs, int64
                 acc[r] = fma16(a[r * hp + d], x0, acc[r]);
         }
         for (int r = 0; r < QT; r++) {
-            v16 s0 = acc[r] * scale;
-            memcpy(s + r * Tp + j, &s0, sizeof s0);
+            v16_store(s + r * Tp + j, v16_mulf(acc[r], scale));
         }
     }
 }
@@ -173,8 +282,10 @@ static void tile_scores(float *s, const float *a, const float *xt, int hs, int64
 static void tile_product(float *out, const float *p, const float *xc, int64_t hp, int64_t Tp, int nk)
 {
     int64_t c = 0;
-    for (; c + 32 <= hp; c += 32) {
-        v16 acc[QT][2] = {{{0}}};
+    for (; PANELS2 && c + 32 <= hp; c += 32) {
+        v16 acc[QT][2];
+        for (int r = 0; r < QT; r++)
+            acc[r][0] = acc[r][1] = v16_zero();
         const float *p0 = xc + c * Tp, *p1 = p0 + 16 * Tp;
         for (int j = 0; j < nk; j++) {
             v16 x0 = v16_load(p0 + 16 * j), x1 = v16_load(p1 + 16 * j);
@@ -185,12 +296,14 @@ static void tile_product(float *out, const float *p, const float *xc, int64_t hp
             }
         }
         for (int r = 0; r < QT; r++) {
-            memcpy(out + r * hp + c, &acc[r][0], sizeof(v16));
-            memcpy(out + r * hp + c + 16, &acc[r][1], sizeof(v16));
+            v16_store(out + r * hp + c, acc[r][0]);
+            v16_store(out + r * hp + c + 16, acc[r][1]);
         }
     }
     for (; c < hp; c += 16) {
-        v16 acc[QT] = {{0}};
+        v16 acc[QT];
+        for (int r = 0; r < QT; r++)
+            acc[r] = v16_zero();
         const float *p0 = xc + c * Tp;
         for (int j = 0; j < nk; j++) {
             v16 x0 = v16_load(p0 + 16 * j);
@@ -198,46 +311,38 @@ static void tile_product(float *out, const float *p, const float *xc, int64_t hp
                 acc[r] = fma16(p[r * Tp + j], x0, acc[r]);
         }
         for (int r = 0; r < QT; r++)
-            memcpy(out + r * hp + c, &acc[r], sizeof(v16));
+            v16_store(out + r * hp + c, acc[r]);
     }
 }
 
-/* Row t's softmax over s[0..n) in place (exact maximum, exp and sum as 16 fixed lanes),
- * zero from n to end; returns the log-sum-exp. */
-static float softmax_row(float *row, int n, int end)
+/* Row t's softmax over s[0..n), left unnormalised: row[j] = exp(s_j - max) for j < n, zero
+ * from n to end (a multiple of 16); *inv = 1 / sum (the sum in 16 fixed lanes, combined by
+ * mt_lanes_reduce); returns the log-sum-exp.  The product is scaled by *inv afterwards:
+ * hs multiplies a row instead of n. */
+static float softmax_row(float *row, int n, int end, float *inv)
 {
-    mt_v8 m = {0};
-    m += row[0];
+    v16 m = v16_set(row[0]);
     int j = 0;
-    for (; j + 8 <= n; j += 8)
-        m = mt_v8_max(m, mt_v8_load(row + j));
-    float t[8], mx;
-    mt_v8_store(t, m);
+    for (; j + 16 <= n; j += 16)
+        m = max16(m, v16_load(row + j));
+    float t[16], mx;
+    v16_store(t, m);
     mx = t[0];
-    for (int k = 1; k < 8; k++)
+    for (int k = 1; k < 16; k++)
         mx = t[k] > mx ? t[k] : mx;
     for (; j < n; j++)
         mx = row[j] > mx ? row[j] : mx;
-    mt_v8 lo = {0}, hi = {0};
-    j = 0;
-    for (; j + MT_LANES <= n; j += MT_LANES) {
-        mt_v8 a = mt_expf_v8(mt_v8_load(row + j) - mx), b = mt_expf_v8(mt_v8_load(row + j + 8) - mx);
-        mt_v8_store(row + j, a);
-        mt_v8_store(row + j + 8, b);
-        lo += a;
-        hi += b;
+    v16 sum = v16_zero();
+    for (j = 0; j < end; j += 16) { /* keys from n on are masked to zero (exp clamps at e^-87) */
+        v16 e = exp16(v16_subf(v16_load(row + j), mx));
+        if (j + 16 > n)
+            e = v16_keep(e, n - j);
+        v16_store(row + j, e);
+        sum = v16_add(sum, e);
     }
-    for (int k = j; k < n; k++)
-        row[k] = mt_expf_inl(row[k] - mx);
-    mt_lanes_tail(&lo, &hi, row + j, n - j);
-    float sum = mt_lanes_reduce(lo, hi), inv = 1.0f / sum;
-    for (j = 0; j + 8 <= n; j += 8)
-        mt_v8_store(row + j, mt_v8_load(row + j) * inv);
-    for (; j < n; j++)
-        row[j] *= inv;
-    for (j = n; j < end; j++)
-        row[j] = 0.0f;
-    return mx + logf(sum);
+    float total = v16_reduce(sum);
+    *inv = 1.0f / total;
+    return mx + logf(total);
 }
 
 /* the causal tile of query rows [i0, i0 + nr): the keys it needs, rounded up to 16 */
@@ -257,34 +362,42 @@ void mt_attention_forward(float *out, float *lse, float *scratch, const float *q
         float *y = out + (int64_t)b * T * C + h * hs, *l = lse + (int64_t)bh * T;
         transpose_in(kt, k, T, hs, hs, C3, Tp);
         panel_rows(vp, v, T, hs, C3, Tp, hp);
+        const float *nq = qkv + (int64_t)((bh + 1) / NH) * T * C3 + (bh + 1) % NH * hs;
         for (int i0 = 0; i0 < T; i0 += QT) {
             int nr = T - i0 < QT ? T - i0 : QT, nk = tile_keys(i0, nr);
+            if (i0 % 16 == 0 && bh + 1 < B * NH) /* the next pair's q, k, v rows */
+                for (int part = 0; part < 3; part++)
+                    prefetch_rows(nq + part * C, C3, i0, T, hs);
             for (int r = 0; r < QT; r++) /* rows past T repeat the last one; their results are dropped */
                 pad_rows(qt + r * hp, q + (int64_t)(r < nr ? i0 + r : i0 + nr - 1) * C3, 1, hs, C3, hp);
             tile_scores(s, qt, kt, hs, hp, Tp, nk, scale);
+            float inv[QT];
             for (int r = 0; r < QT; r++) {
-                float x = softmax_row(s + r * Tp, (r < nr ? i0 + r : i0 + nr - 1) + 1, nk);
+                float x = softmax_row(s + r * Tp, (r < nr ? i0 + r : i0 + nr - 1) + 1, nk, &inv[r]);
                 if (r < nr)
                     l[i0 + r] = x;
             }
             tile_product(yt, s, vp, hp, Tp, nk);
             for (int r = 0; r < nr; r++)
-                memcpy(y + (int64_t)(i0 + r) * C, yt + r * hp, sizeof(float) * (size_t)hs);
+                for (int d = 0; d < hs; d++)
+                    y[(int64_t)(i0 + r) * C + d] = yt[r * hp + d] * inv[r];
         }
     }
 }
 
-/* exp of 16 lanes, each lane as mt_expf_v8 gives it */
-static inline v16 exp16(v16 x)
+/* sum_d a[d] b[d] over d < hs: lane l adds d = l, l + 16, ... in order (the tail goes to
+ * lanes 0, 1, ...), then mt_lanes_reduce's tree */
+static float dot16(const float *a, const float *b, int hs)
 {
-    mt_v8 lo, hi;
-    memcpy(&lo, &x, 32);
-    memcpy(&hi, (const char *)&x + 32, 32);
-    lo = mt_expf_v8(lo);
-    hi = mt_expf_v8(hi);
-    memcpy(&x, &lo, 32);
-    memcpy((char *)&x + 32, &hi, 32);
-    return x;
+    v16 acc = v16_zero();
+    int d = 0;
+    for (; d + 16 <= hs; d += 16)
+        acc = v16_add(acc, v16_mul(v16_load(a + d), v16_load(b + d)));
+    float ta[16] = {0}, tb[16] = {0}; /* the tail, zero-padded: lanes past it add 0 * 0 */
+    memcpy(ta, a + d, sizeof(float) * (size_t)(hs - d));
+    memcpy(tb, b + d, sizeof(float) * (size_t)(hs - d));
+    acc = v16_add(acc, v16_mul(v16_load(ta), v16_load(tb)));
+    return v16_reduce(acc);
 }
 
 /* One key block (16 keys from j0, panels kt and vt: hp x 16) against RB query rows from i:
@@ -295,39 +408,40 @@ static void bwd_rows(float *dvt, float *dkt, float *dq, float *dsb, const float 
                      const float *kt, const float *vt, const float *kp, const float *lse, const float *D,
                      int i, int j0, int T, int64_t hp, float scale)
 {
-    v16 s[RB] = {{0}}, dp[RB] = {{0}};
-    const float *q = qp + (int64_t)i * hp, *dy = dyp + (int64_t)i * hp;
+    v16 s[RB], dp[RB];
+    for (int r = 0; r < RB; r++)
+        s[r] = dp[r] = v16_zero();
+    const float *q = qp + (int64_t)i * hp, *dy = dyp + (int64_t)i * hp; /* (hp x RB): q[d RB + r] */
     for (int64_t d = 0; d < hp; d++) {
         v16 kd = v16_load(kt + 16 * d), vd = v16_load(vt + 16 * d);
         for (int r = 0; r < RB; r++) {
-            s[r] = fma16(q[r * hp + d], kd, s[r]);
-            dp[r] = fma16(dy[r * hp + d], vd, dp[r]);
+            s[r] = fma16(q[d * RB + r], kd, s[r]);
+            dp[r] = fma16(dy[d * RB + r], vd, dp[r]);
         }
     }
     for (int r = 0; r < RB; r++) {
         int row = i + r;
         if (row >= T) {
-            s[r] = (v16){0};
-            dp[r] = (v16){0};
+            s[r] = dp[r] = v16_zero();
             continue;
         }
-        v16 p = exp16(s[r] * scale - lse[row]);
+        v16 p = exp16(v16_subf(v16_mulf(s[r], scale), lse[row]));
         if (row < j0 + 15) /* the diagonal block: keys past the row take no part */
-            for (int j = row - j0 + 1; j < 16; j++)
-                p[j] = 0.0f;
-        dp[r] = p * (dp[r] - D[row]);
+            p = v16_keep(p, row - j0 + 1);
+        dp[r] = v16_mul(p, v16_subf(dp[r], D[row]));
         s[r] = p;
     }
     for (int64_t d = 0; d < hp; d++) {
         v16 dv = v16_load(dvt + 16 * d), dk = v16_load(dkt + 16 * d);
         for (int r = 0; r < RB; r++) {
-            dv = fma16(dy[r * hp + d], s[r], dv);
-            dk = fma16(q[r * hp + d], dp[r], dk);
+            dv = fma16(dy[d * RB + r], s[r], dv);
+            dk = fma16(q[d * RB + r], dp[r], dk);
         }
-        memcpy(dvt + 16 * d, &dv, sizeof dv);
-        memcpy(dkt + 16 * d, &dk, sizeof dk);
+        v16_store(dvt + 16 * d, dv);
+        v16_store(dkt + 16 * d, dk);
     }
-    memcpy(dsb, dp, sizeof dp);
+    for (int r = 0; r < RB; r++)
+        v16_store(dsb + 16 * r, dp[r]);
     float *dqi = dq + (int64_t)i * hp;
     for (int64_t c = 0; c < hp; c += 16) {
         v16 acc[RB];
@@ -339,7 +453,7 @@ static void bwd_rows(float *dvt, float *dkt, float *dq, float *dsb, const float 
                 acc[r] = fma16(dsb[r * 16 + j], kj, acc[r]);
         }
         for (int r = 0; r < RB; r++)
-            memcpy(dqi + r * hp + c, &acc[r], sizeof(v16));
+            v16_store(dqi + r * hp + c, acc[r]);
     }
 }
 
@@ -368,15 +482,24 @@ void mt_attention_backward(float *dqkv, float *scratch, const float *dout, const
         memset(kp, 0, sizeof(float) * (size_t)(Tp * hp));
         pad_rows(kp, k, T, hs, C3, hp);
         memset(qp, 0, sizeof(float) * (size_t)(3 * Tr * hp));
-        pad_rows(qp, q, T, hs, C3, hp);
-        pad_rows(dyp, dy, T, hs, C, hp);
-        for (int t = 0; t < T; t++) {
-            float x = 0.0f;
-            for (int d = 0; d < hs; d++)
-                x += dy[(int64_t)t * C + d] * y[(int64_t)t * C + d];
-            D[t] = x;
-        }
+        for (int t = 0; t < T; t++) /* q and dy in blocks of RB rows, each (hp x RB) */
+            for (int d = 0; d < hs; d++) {
+                int64_t at = (int64_t)(t / RB) * RB * hp + d * RB + t % RB;
+                qp[at] = q[(int64_t)t * C3 + d];
+                dyp[at] = dy[(int64_t)t * C + d];
+            }
+        for (int t = 0; t < T; t++) /* D = rowsum(dy * y) in 16 lanes, combined in a fixed tree */
+            D[t] = dot16(dy + (int64_t)t * C, y + (int64_t)t * C, hs);
+        int nb = (bh + 1) / NH, nh = (bh + 1) % NH; /* the next pair (when this thread has it) */
+        const float *nq = qkv + (int64_t)nb * T * C3 + nh * hs, *ny = out + (int64_t)nb * T * C + nh * hs;
+        const float *ndy = dout + (int64_t)nb * T * C + nh * hs;
         for (int j0 = 0; j0 < T; j0 += 16) {
+            if (bh + 1 < B * NH) {
+                for (int part = 0; part < 3; part++)
+                    prefetch_rows(nq + part * C, C3, j0, T, hs);
+                prefetch_rows(ny, C, j0, T, hs);
+                prefetch_rows(ndy, C, j0, T, hs);
+            }
             memset(dkt, 0, sizeof(float) * (size_t)(32 * hp));
             for (int i = j0; i < T; i += RB)
                 bwd_rows(dvt, dkt, dq, dsb, qp, dyp, kt + j0 * hp, vt + j0 * hp, kp, l, D, i, j0, T, hp, scale);
