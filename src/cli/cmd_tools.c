@@ -432,14 +432,13 @@ int mt_cmd_bench(int argc, char **argv)
     qsort(ms, (size_t)steps, sizeof(double), cmp_double);
     double med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
     /* the matrix-product floor: the step's GEMM FLOPs at the rate this BLAS reaches on a
-     * product of the model's own shape (N x C times C x 4C), measured here */
+     * product of the model's own shape (N x C times C x 4C), measured here.  Attention
+     * counts only the T(T+1)/2 causal scores (and their products with V): the fused kernel
+     * computes no others, and no engine needs more, so this is also the least floor. */
     double N = (double)batch * seq, C = dim, hs = (double)dim / heads;
     double dense = 2.0 * N * 12.0 * C * C * layers + 2.0 * N * C * vocab;
-    double attn = layers * 2.0 * (2.0 * batch * heads * (double)seq * seq * hs);
-    double flops = 3.0 * (dense + attn);
-    /* the least any engine must multiply: causal attention needs only the T(T+1)/2 scores
-     * at or below the diagonal (and their products with V) */
-    double least = 3.0 * (dense + attn * (seq + 1.0) / (2.0 * seq));
+    double attn = layers * 2.0 * (2.0 * batch * heads * (double)seq * seq * hs) * (seq + 1.0) / (2.0 * seq);
+    double flops = 3.0 * (dense + attn), least = flops;
     int m = (int)N, k = dim, nn = 4 * dim;
     float *A = tr.acts.fch[0], *Bm = tr.params + tr.table[2 + 8].offset, *Cm = tr.acts.fch_gelu[0];
     mt_gemm(0, 0, m, nn, k, 1.0f, A, k, Bm, nn, 0.0f, Cm, nn, 0);
