@@ -30,6 +30,14 @@ expect_bad_input() {
 # the text of the project's own sources: real bytes, no download
 make_text() { cat src/*/*.c src/*/*/*.c src/*/*.h > "$1"; }
 
+# ASCII-only text, so that its token files may declare a vocabulary of 128
+make_ascii_text() { for i in $(seq 1 3000); do echo "line $i: the quick brown fox jumps over the lazy dog"; done > "$1"; }
+
+# vocab128 DIR: DIR/train.bin and val.bin (of ASCII text) declare a vocabulary of 128
+vocab128() {
+  for f in train val; do printf '\200\000\000\000' | dd of="$1/$f.bin" bs=1 seek=24 conv=notrunc status=none; done
+}
+
 # the losses of a --log-json file, one per line
 losses() { grep -o '"loss": [^,]*' "$1" | cut -d' ' -f2; }
 

@@ -41,7 +41,7 @@ endforeach()
 file(GLOB MT_SH_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/sh_*.sh)
 foreach(t ${MT_SH_TESTS})
   get_filename_component(name ${t} NAME_WE)
-  if(name MATCHES "badinput")
+  if(name MATCHES "badinput|hardening")
     mt_sh_test(${name} anomaly)
   elseif(name MATCHES "sh_mpi_")
     mt_sh_test(${name} mpi)
@@ -51,3 +51,38 @@ foreach(t ${MT_SH_TESTS})
     mt_sh_test(${name} train)
   endif()
 endforeach()
+
+# every fuzz target replays its committed corpus (every past finding stays fixed)
+foreach(src ${MT_FUZZ_SOURCES})
+  get_filename_component(name ${src} NAME_WE)
+  string(REPLACE "fuzz_" "" corpus ${name})
+  if(NOT MT_FUZZ)
+    add_test(NAME ${name}_replay COMMAND ${name}_replay ${CMAKE_SOURCE_DIR}/fuzz/corpus/${corpus}
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(${name}_replay PROPERTIES LABELS anomaly TIMEOUT 300)
+  endif()
+endforeach()
+
+# ---- the sanitizer build (-DMT_SANITIZE=ON, scripts/test_sanitize.sh): the C tests that need
+# no MPI, and a short single-rank train / eval / sample with bad inputs, labelled "sanitize",
+# with leak detection on.  The multi-rank tests are not run under the sanitizers.
+if(MT_SANITIZE)
+  set(MT_SAN_ENV "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1"
+      "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+      "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp:print_suppressions=0"
+      "MT_BIN=$<TARGET_FILE:meshtrain>")
+  foreach(t ${MT_TEST_SOURCES})
+    get_filename_component(name ${t} NAME_WE)
+    if(NOT name MATCHES "^test_mpi_")
+      set_tests_properties(${name} PROPERTIES LABELS sanitize ENVIRONMENT "${MT_SAN_ENV}")
+    endif()
+  endforeach()
+  foreach(src ${MT_FUZZ_SOURCES})
+    get_filename_component(name ${src} NAME_WE)
+    if(NOT MT_FUZZ)
+      set_tests_properties(${name}_replay PROPERTIES LABELS sanitize ENVIRONMENT "${MT_SAN_ENV}")
+    endif()
+  endforeach()
+  add_test(NAME san_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/san_cli.sh WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(san_cli PROPERTIES LABELS sanitize TIMEOUT 900 ENVIRONMENT "${MT_SAN_ENV}")
+endif()

@@ -176,6 +176,8 @@ static MtStatus load_model(const char *dir, int micro, int seq, MtTrainer *tr)
     tc.seq = seq;
     tc.threads = mt_kernels_threads();
     tc.oc = (MtOptimConfig){.lr = 0, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f};
+    tc.inference = 1; /* no gradients, no optimizer state */
+    MT_TRY(mt_ckpt_check_shapes(dir, &tc.cfg, 0));
     MT_TRY(mt_trainer_init(tr, &tc));
     MtStatus s = mt_ckpt_load_params(dir, tr->table, tr->nparams, tr->params);
     if (s != MT_OK)
@@ -324,8 +326,17 @@ int mt_cmd_sample(int argc, char **argv)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain sample: --tokens, --top-k, --temperature must be >= 0"));
     if (mt_cli_setup_threads(threads, "sample") < 0)
         return mt_cli_fail(MT_EINPUT);
+    MtConfig cfg;
+    MtStatus s = mt_ckpt_read_config(ckpt, &cfg);
+    if (s != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain sample"));
+    for (const unsigned char *b = (const unsigned char *)prompt; *b; b++) /* each byte is a token */
+        if (*b >= cfg.V)
+            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain sample: the prompt's byte 0x%02x (at offset %d) is not "
+                                        "a token of the checkpoint's vocabulary of %d", *b,
+                                        (int)(b - (const unsigned char *)prompt), cfg.V));
     MtTrainer tr;
-    MtStatus s = load_model(ckpt, 1, 0, &tr);
+    s = load_model(ckpt, 1, 0, &tr);
     if (s != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain sample"));
     int T = tr.tc.cfg.T, V = tr.tc.cfg.V;

@@ -107,17 +107,16 @@ static MtStatus check_save_dir(const char *dir)
                             dir, buf);
     }
     struct stat st;
-    if (stat(dir, &st) != 0)
-        return MT_OK;
-    if (!S_ISDIR(st.st_mode))
-        return mt_error(MT_EINPUT, "meshtrain train: --save %s exists and is not a directory", dir);
-    snprintf(buf, sizeof buf, "%s/config.json", dir);
-    if (access(buf, F_OK) == 0)
-        return MT_OK; /* an earlier checkpoint: replaced atomically */
-    if (rmdir(dir) == 0) /* empty: fine, recreated at save time */
-        return MT_OK;
-    return mt_error(MT_EINPUT, "meshtrain train: --save %s is a non-empty directory that is not a "
-                    "meshtrain checkpoint; refusing to replace it", dir);
+    if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode)) { /* lstat: the commit does not follow links */
+        snprintf(buf, sizeof buf, "%s/config.json", dir);
+        if (access(buf, F_OK) != 0 && rmdir(dir) != 0) /* empty: fine, recreated at save time */
+            return mt_error(MT_EINPUT, "meshtrain train: --save %s is a non-empty directory that is not a "
+                            "meshtrain checkpoint; refusing to replace it", dir);
+    }
+    /* an earlier checkpoint is replaced atomically at the end; that the staging directory
+     * can be made and written is checked now, not after the run */
+    MtStatus s = mt_dir_check_writable(dir);
+    return s == MT_OK ? MT_OK : mt_error_prefix(s, "meshtrain train: --save %s", dir);
 }
 
 static void fmt_eta(char *out, size_t n, double sec)
@@ -525,9 +524,25 @@ int mt_cmd_train(int full_argc, char **full_argv)
     tc.oc = (MtOptimConfig){.lr = a.lr, .min_lr_frac = a.min_lr_frac, .warmup = a.warmup,
                             .steps = a.steps, .beta1 = a.beta1, .beta2 = a.beta2, .eps = 1e-8f,
                             .weight_decay = a.wd, .grad_clip = a.clip};
+    double bad;
+    const char *want;
+    int k = mt_optim_bad(&tc.oc, &bad, &want);
+    if (k >= 0) { /* named as the user set it: a flag, or the checkpoint's setting that continues */
+        const Flag *f = mt_flag_find(flags, nflags, mt_optim_flags[k]);
+        if (f && f->set)
+            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --%s %g is out of range (want %s)",
+                                        mt_optim_flags[k], bad, want));
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: %s%s%s %g is out of range (want %s)",
+                                    a.resume ? a.resume : "", a.resume ? "/trainer_state.json: " : "the default ",
+                                    mt_optim_keys[k], bad, want));
+    }
+    const char *nan_hook = getenv("MT_TEST_NAN_STEP"); /* test hook: that step's gradient gets a NaN */
+    tc.test_nan_step = nan_hook ? atoi(nan_hook) : 0;
     if ((tc.threads = mt_cli_setup_threads(a.threads, "train")) < 0)
         return mt_cli_fail(MT_EINPUT);
     if ((s = mt_config_check(&tc.cfg)) != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+    if (a.resume && (s = mt_ckpt_check_shapes(a.resume, &tc.cfg, 1)) != MT_OK) /* before any allocation */
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     if ((s = check_layout(&a, &tc.cfg)) != MT_OK)
         return mt_cli_fail(s);
@@ -612,6 +627,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
         mt_comm_mesh(comm, &l);
     }
     int root = !comm || mt_comm_rank(comm) == 0;
+    char who[128]; /* errors from here on name the rank that had them */
+    snprintf(who, sizeof who, "meshtrain train%s%s", comm ? " " : "", comm ? mt_comm_label(comm) : "");
     int use_tp = a.tp > 1 || a.tp_blocks > 1; /* --tp-blocks 1 alone is the plain arithmetic */
     MtTpe tpe = {0}, *tpp = NULL;
     if (use_tp) /* with --dp too: the dp engine steps the tp rank's trainer */
@@ -634,19 +651,19 @@ int mt_cmd_train(int full_argc, char **full_argv)
     MtDp dpe = {0}, *dpp = NULL;
     MtPipe pipe = {0}, *pp = NULL;
     if (!fields || (s = mt_trainer_init(&tr, &tc)) != MT_OK) {
-        rc = mt_cli_fail(mt_error_prefix(fields ? s : MT_ENOMEM, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
+        rc = mt_cli_fail(mt_error_prefix(fields ? s : MT_ENOMEM, "%s", who));
         goto out_data;
     }
     if (use_tp) {
         if ((s = mt_tpe_init(&tpe, &tr)) != MT_OK) {
-            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
+            rc = mt_cli_fail(mt_error_prefix(s, "%s", who));
             goto out_trainer;
         }
         tpp = &tpe;
     }
     if (comm && a.pp > 1) {
         if ((s = mt_pipe_init(&pipe, &tr, comm, &po)) != MT_OK) {
-            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
+            rc = mt_cli_fail(mt_error_prefix(s, "%s", who));
             goto out_trainer;
         }
         pp = &pipe;
@@ -654,7 +671,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
         MtDpOptions o = {.zero = a.zero, .det = !a.fast_comm, .bucket_bytes = (int64_t)(a.bucket_mb * 1048576.0),
                          .shard = a.shard};
         if ((s = mt_dp_init(&dpe, &tr, comm, &o)) != MT_OK) {
-            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
+            rc = mt_cli_fail(mt_error_prefix(s, "%s", who));
             goto out_trainer;
         }
         dpp = &dpe;
@@ -662,7 +679,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (a.resume && pp) { /* each stage reads its own tensors only (with --tp, its slices of them) */
         int64_t before = mt_mem_rss_mark();
         if ((s = mt_pipe_load(pp, a.resume, tpp ? tpe.whole : NULL, tpp ? mt_tpe_load_piece : NULL, tpp)) != MT_OK) {
-            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", mt_comm_label(comm)));
+            rc = mt_cli_fail(mt_error_prefix(s, "%s", who));
             goto out_trainer;
         }
         rss_report(comm, "checkpoint load", before);
@@ -681,7 +698,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
         if (comm)
             rss_report(comm, "checkpoint load", before);
         if (s != MT_OK) {
-            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train %s", comm ? mt_comm_label(comm) : ""));
+            rc = mt_cli_fail(mt_error_prefix(s, "%s", who));
             goto out_trainer;
         }
         tr.step = rs.step;
@@ -759,9 +776,10 @@ int mt_cmd_train(int full_argc, char **full_argv)
         double dt = mt_now() - t0;
         t_total += dt;
         timed++;
-        if (!isfinite(st.loss)) {
-            fprintf(stderr, "meshtrain train: [rank 0/1] loss is %g at step %lld; stopping\n", st.loss,
-                    (long long)tr.step);
+        if (!isfinite(st.loss) || !isfinite(st.grad_norm)) { /* every rank has the same loss and norm */
+            if (root)
+                fprintf(stderr, "meshtrain train: step %lld: loss %g, gradient norm %g: not finite; stopping without "
+                        "saving (the last checkpoint, if any, is kept)\n", (long long)tr.step, st.loss, st.grad_norm);
             rc = 1;
             break;
         }

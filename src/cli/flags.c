@@ -2,6 +2,7 @@
 #include "flags.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,9 @@ static MtStatus set_value(Flag *f, const char *v, const char *cmd)
         double x = strtod(v, &end);
         if (*v == 0 || *end || errno || !isfinite(x))
             return mt_error(MT_EINPUT, "meshtrain %s: --%s needs a number, got '%s'", cmd, f->name, v);
+        if (fabs(x) > FLT_MAX) /* finite as a double, inf as the float it is kept in */
+            return mt_error(MT_EINPUT, "meshtrain %s: --%s %s is beyond the float range (%g)", cmd, f->name, v,
+                            (double)FLT_MAX);
         *(float *)f->dst = (float)x;
         break;
     }

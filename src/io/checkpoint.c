@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,8 @@ static MtStatus get_num(const MtJson *obj, const char *key, const char *path, fl
     if (!v || mt_json_type(v) != MT_JSON_NUMBER)
         return mt_error(MT_EINPUT, "%s: missing or non-numeric \"%s\"", path, key);
     *out = (float)mt_json_num(v);
+    if (!isfinite(*out)) /* finite in the JSON, inf as the float it is kept in */
+        return mt_error(MT_EINPUT, "%s: \"%s\" %g is not a finite float", path, key, mt_json_num(v));
     return MT_OK;
 }
 
@@ -226,6 +229,31 @@ MtStatus mt_ckpt_load_pieces(const char *dir, const MtParam *table, int nparams,
     if (v)
         MT_TRY(load_tensors(path, "exp_avg_sq.", table, nparams, piece, ctx, v));
     return MT_OK;
+}
+
+static int64_t no_piece(void *ctx, int i, int k, int64_t *begin, int64_t *end)
+{
+    (void)ctx, (void)i, (void)k, (void)begin, (void)end;
+    return -1;
+}
+
+MtStatus mt_ckpt_check_shapes(const char *dir, const MtConfig *cfg, int moments)
+{
+    int n = mt_param_count(cfg);
+    MtParam *table = calloc((size_t)n, sizeof(MtParam));
+    if (!table)
+        return mt_error(MT_ENOMEM, "out of memory checking %s", dir);
+    mt_param_table(cfg, table);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    MtStatus s = load_tensors(path, "", table, n, no_piece, NULL, NULL);
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    if (s == MT_OK && moments)
+        s = load_tensors(path, "exp_avg.", table, n, no_piece, NULL, NULL);
+    if (s == MT_OK && moments)
+        s = load_tensors(path, "exp_avg_sq.", table, n, no_piece, NULL, NULL);
+    free(table);
+    return s;
 }
 
 /* the flat range [lo, hi) as one piece per tensor */

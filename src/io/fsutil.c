@@ -110,6 +110,28 @@ MtStatus mt_dir_stage(const char *final_dir, char *tmp_out, size_t tmp_cap)
     return MT_OK;
 }
 
+MtStatus mt_dir_check_writable(const char *final_dir)
+{
+    struct stat sb;
+    if (lstat(final_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) /* as mt_dir_commit: links are not followed */
+        return mt_error(MT_EINPUT, "cannot replace %s: it exists and is not a directory%s", final_dir,
+                        S_ISLNK(sb.st_mode) ? " (a symbolic link: the commit replaces the link, not its target)" : "");
+    char tmp[4200], probe[4300];
+    if (mt_dir_stage(final_dir, tmp, sizeof tmp) != MT_OK)
+        return MT_EINPUT; /* with the stage's message: bad input, found before any work */
+    snprintf(probe, sizeof probe, "%s/probe", tmp);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int err = errno;
+    if (fd >= 0 && write(fd, "x", 1) != 1)
+        err = errno, close(fd), fd = -1;
+    if (fd >= 0)
+        close(fd);
+    MtStatus st = mt_dir_remove(tmp);
+    if (fd < 0)
+        return mt_error(MT_EINPUT, "cannot write %s: %s", probe, strerror(err));
+    return st == MT_OK ? MT_OK : MT_EINPUT;
+}
+
 /* fsyncs every regular file and directory below the open directory `fd`, then `fd`
  * itself (consumed: closed on return). */
 static MtStatus sync_tree(int fd, const char *path)

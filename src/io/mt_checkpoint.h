@@ -61,6 +61,10 @@ typedef struct {
     int64_t lo, hi;
 } MtCkptRange;
 int64_t mt_ckpt_range_piece(void *ctx, int p, int k, int64_t *begin, int64_t *end);
+/* Every tensor of dir's model.safetensors (and with moments, optimizer.safetensors) has the
+ * name and shape that cfg's model needs, read from the headers alone: called before the
+ * model's memory is allocated, so a config that disagrees with the tensors costs nothing. */
+MtStatus mt_ckpt_check_shapes(const char *dir, const MtConfig *cfg, int moments);
 MtStatus mt_ckpt_load_params(const char *dir, const MtParam *table, int nparams, float *params);
 /* The training state (trainer_state.json). */
 MtStatus mt_ckpt_read_state(const char *dir, MtTrainState *ts);

@@ -23,6 +23,12 @@
  * MT_EIO if it cannot be removed or created. */
 MtStatus mt_dir_stage(const char *final_dir, char *tmp_out, size_t tmp_cap);
 
+/* Before a run: would a commit to final_dir succeed?  The same rules as mt_dir_commit
+ * (final_dir absent or a directory, links not followed), and the staging directory is
+ * created, written (one small file) and removed.  Failure: MT_EINPUT with the reason
+ * (a read-only file system, no permission, a symbolic link or a file in the way). */
+MtStatus mt_dir_check_writable(const char *final_dir);
+
 /* fsyncs everything in tmp_dir and tmp_dir itself, then moves it to final_dir
  * (exchanging with an existing final_dir, whose old contents are then removed), and
  * fsyncs the parent directory.  Failure: MT_EIO (MT_EINPUT if final_dir exists and

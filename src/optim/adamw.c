@@ -4,6 +4,38 @@
 #include <math.h>
 #include <stdlib.h>
 
+const char *const mt_optim_flags[MT_OPTIM_NSETTINGS] = {"lr", "min-lr-frac", "warmup", "steps", "beta1",
+                                                       "beta2", "eps", "weight-decay", "grad-clip"};
+const char *const mt_optim_keys[MT_OPTIM_NSETTINGS] = {"lr", "min_lr_frac", "warmup", "steps", "beta1",
+                                                      "beta2", "eps", "weight_decay", "grad_clip"};
+
+int mt_optim_bad(const MtOptimConfig *o, double *value, const char **want)
+{
+    const double x[MT_OPTIM_NSETTINGS] = {o->lr, o->min_lr_frac, o->warmup, o->steps, o->beta1,
+                                          o->beta2, o->eps, o->weight_decay, o->grad_clip};
+    const int ok[MT_OPTIM_NSETTINGS] = {
+        isfinite(o->lr) && o->lr >= 0,
+        o->min_lr_frac >= 0 && o->min_lr_frac <= 1,
+        o->warmup >= 0,
+        o->steps >= 0,
+        o->beta1 >= 0 && o->beta1 < 1,
+        o->beta2 >= 0 && o->beta2 < 1,
+        isfinite(o->eps) && o->eps > 0,
+        isfinite(o->weight_decay) && o->weight_decay >= 0,
+        isfinite(o->grad_clip),
+    };
+    static const char *const wants[MT_OPTIM_NSETTINGS] = {
+        "a finite float >= 0", "0 to 1", ">= 0", ">= 0", "0 <= beta1 < 1", "0 <= beta2 < 1",
+        "a finite float > 0", "a finite float >= 0", "a finite float (<= 0: no clipping)"};
+    for (int k = 0; k < MT_OPTIM_NSETTINGS; k++)
+        if (!ok[k]) {
+            *value = x[k];
+            *want = wants[k];
+            return k;
+        }
+    return -1;
+}
+
 float mt_lr_at(const MtOptimConfig *oc, int step)
 {
     if (oc->warmup > 0 && step < oc->warmup)

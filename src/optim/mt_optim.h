@@ -28,6 +28,16 @@ typedef struct {
     float grad_clip;    /* <= 0: no clipping */
 } MtOptimConfig;
 
+/* The settings in a fixed order, as flags (mt_optim_flags: "lr", "min-lr-frac", ...) and as
+ * trainer_state.json keys (mt_optim_keys); mt_optim_bad returns the index of the first one
+ * out of range, with its value and the range it needs, or -1.  Ranges are those of the
+ * floats the optimizer computes with: a double flag beyond FLT_MAX is refused by the flag
+ * parser, an lr of inf here. */
+#define MT_OPTIM_NSETTINGS 9
+extern const char *const mt_optim_flags[MT_OPTIM_NSETTINGS];
+extern const char *const mt_optim_keys[MT_OPTIM_NSETTINGS];
+int mt_optim_bad(const MtOptimConfig *o, double *value, const char **want);
+
 /* Learning rate at step `step` (0-based): linear warm-up lr*(step+1)/warmup, then cosine
  * from lr to lr*min_lr_frac at step `steps`. */
 float mt_lr_at(const MtOptimConfig *oc, int step);

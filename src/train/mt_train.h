@@ -33,8 +33,10 @@ typedef struct {
      * parameter array the trainer initialises nothing (the technique initialises its shard). */
     int64_t params_len, grads_len, optim_len;
     int acts_none;            /* the technique allocates activations (pipeline stages): no whole-model set */
+    int inference;            /* eval and sample: parameters and activations only (no gradients, no moments) */
     int recompute;            /* MT_RECOMPUTE_NONE, _ATTN or _FULL (mt_model.h) */
     int64_t fail_alloc_after; /* tests: > 0 makes that allocation (1-based) fail; 0 never */
+    int test_nan_step;        /* tests: > 0 puts a NaN into that step's (1-based) gradient before its norm */
     /* Tensor parallelism (mt_tp.h): the trainer holds this rank's slices (mt_tp_local_table,
      * each initialised alone by mt_tp_init_slice) and its activations carry the context.
      * The norm is the technique's (mt_trainer_apply).  NULL: the whole model. */

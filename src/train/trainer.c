@@ -26,11 +26,11 @@ static MtStatus check(const MtTrainConfig *tc)
         return mt_error(MT_EINPUT, "too many micro-batches (%d)", M);
     if (tc->threads < 1 || tc->threads > 1024)
         return mt_error(MT_EINPUT, "threads %d must be between 1 and 1024", tc->threads);
-    const MtOptimConfig *o = &tc->oc;
-    if (!(o->lr >= 0) || !(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) ||
-        !(o->eps > 0) || !(o->weight_decay >= 0) || o->warmup < 0 || o->steps < 0)
-        return mt_error(MT_EINPUT, "optimizer settings out of range (lr %g, warmup %d, weight decay %g)",
-                        o->lr, o->warmup, o->weight_decay);
+    double bad;
+    const char *want;
+    int k = mt_optim_bad(&tc->oc, &bad, &want);
+    if (k >= 0)
+        return mt_error(MT_EINPUT, "optimizer setting %s %g is out of range (want %s)", mt_optim_keys[k], bad, want);
     return MT_OK;
 }
 
@@ -46,6 +46,17 @@ static int tree_depth(int M)
     while ((1 << d) < M)
         d++;
     return d;
+}
+
+/* A failed allocation of a size the user's model and batch asked for: bad input (exit 2),
+ * naming what and how much; everything allocated so far is freed. */
+static MtStatus alloc_failed(MtTrainer *tr, const char *what, size_t bytes)
+{
+    long long n = (long long)tr->nfloats;
+    mt_trainer_free(tr);
+    return mt_error(MT_EINPUT, "cannot allocate %.1f MiB for the %s of this model and batch (%lld parameters): "
+                    "out of memory; use a smaller model, batch or sequence, or more ranks",
+                    bytes / 1048576.0, what, n);
 }
 
 int64_t mt_trainer_table(const MtTrainConfig *tc, MtParam *table)
@@ -121,21 +132,25 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
         mt_unit_span(tr->table, tr->nparams, u, &tr->unit_lo[u], &tr->unit_end[u]);
     for (int u = 0; u < tr->nunits; u++)
         tr->unit_hi[u] = u + 1 < tr->nunits ? tr->unit_lo[u + 1] : tr->nfloats;
-    tr->params = mt_mem_alloc(&tr->mem, MT_MEM_PARAMS, param_bytes(tr, tc->params_len));
-    tr->grads = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, param_bytes(tr, tc->grads_len));
-    tr->m = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, param_bytes(tr, tc->optim_len));
-    tr->v = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, param_bytes(tr, tc->optim_len));
-    if (!tr->params || !tr->grads || !tr->m || !tr->v)
-        goto oom;
-    tr->ntmp = tree_depth(tc->tree_span > 0 ? tc->tree_span : tc->batch / tc->micro);
+    size_t pb = param_bytes(tr, tc->params_len), gbytes = param_bytes(tr, tc->grads_len);
+    size_t ob = param_bytes(tr, tc->optim_len);
+    if (!(tr->params = mt_mem_alloc(&tr->mem, MT_MEM_PARAMS, pb)))
+        return alloc_failed(tr, "parameters", pb);
+    if (!tc->inference) { /* eval and sample hold no gradients and no optimizer state */
+        if (!(tr->grads = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
+            return alloc_failed(tr, "gradients", gbytes);
+        if (!(tr->m = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, ob)) || !(tr->v = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, ob)))
+            return alloc_failed(tr, "AdamW moments", ob);
+        tr->ntmp = tree_depth(tc->tree_span > 0 ? tc->tree_span : tc->batch / tc->micro);
+    }
     for (int i = 0; i < tr->ntmp; i++)
-        if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, param_bytes(tr, tc->grads_len))))
-            goto oom;
+        if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
+            return alloc_failed(tr, "gradient tree buffers", gbytes);
     MtActsShape sh = mt_trainer_acts_shape(tc);
     MtStatus s = tc->acts_none ? MT_OK : mt_acts_alloc_shape(&tr->acts, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh);
     if (s != MT_OK) {
-        mt_trainer_free(tr);
-        return s;
+        int64_t want = mt_acts_floats_shape(cfg, tc->micro, tc->seq, tc->threads, &sh) * 4;
+        return alloc_failed(tr, "activations", (size_t)want);
     }
     if (tc->params_len > 0)
         return MT_OK; /* sharded: views and values are the technique's */
@@ -270,6 +285,8 @@ float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi)
 
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st)
 {
+    if (tr->tc.test_nan_step == tr->step + 1 && tr->grads) /* test hook: a gradient gone bad */
+        tr->grads[0] = NAN;
     double sumsq = tr->sumsq ? tr->sumsq(tr->sumsq_ctx) : mt_grad_sumsq(tr->table, tr->nparams, tr->grads);
     mt_trainer_apply(tr, sqrt(sumsq), st);
 }
