@@ -150,7 +150,11 @@ static inline float v16_reduce(v16 v)
     memcpy(&hi, (const char *)&v + 32, 32);
     return mt_lanes_reduce(lo, hi);
 }
+#if defined(__clang__) /* __builtin_shuffle is GCC's; clang builds (the fuzz targets) copy element-wise */
+#define TRANSPOSE16 0
+#else
 #define TRANSPOSE16 1
+#endif
 #else
 typedef struct {
     mt_v8 lo, hi;
