@@ -63,9 +63,29 @@ static void test_trainer_out_of_memory(void)
     mt_trainer_free(&tr); /* freeing twice is harmless */
 }
 
+/* eval and sample (tc.inference): parameters and activations only */
+static void test_inference_state(void)
+{
+    MtTrainConfig tc = {0};
+    tc.cfg = (MtConfig){.V = 32, .T = 8, .L = 2, .NH = 2, .C = 16};
+    tc.batch = tc.micro = 2;
+    tc.seq = 8;
+    tc.threads = 1;
+    tc.inference = 1;
+    tc.oc = (MtOptimConfig){.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f};
+    MtTrainer tr;
+    CHECK(mt_trainer_init(&tr, &tc) == MT_OK, "inference init: %s", mt_error_msg());
+    CHECK(tr.params && !tr.grads && !tr.m && !tr.v && tr.ntmp == 0, "no gradients, moments or tree buffers");
+    CHECK(tr.mem.cur[MT_MEM_GRADS] == 0 && tr.mem.cur[MT_MEM_OPTIM] == 0 && tr.mem.cur[MT_MEM_ACTS] > 0,
+          "grads %lld optimizer %lld activations %lld bytes", (long long)tr.mem.cur[MT_MEM_GRADS],
+          (long long)tr.mem.cur[MT_MEM_OPTIM], (long long)tr.mem.cur[MT_MEM_ACTS]);
+    mt_trainer_free(&tr);
+}
+
 int main(void)
 {
     test_accounting();
     test_trainer_out_of_memory();
+    test_inference_state();
     return mt_test_done("test_faults");
 }
