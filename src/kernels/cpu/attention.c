@@ -75,16 +75,6 @@ int64_t mt_attention_scratch_floats(int T, int hs)
     return 3 * Tp * hp + 3 * Tr * hp + 32 * hp + Tp + 8 * 16;
 }
 
-/* Prefetch rows [j0, j0 + 16) of T of the next (batch, head) pair's head slice (hs floats
- * at stride ld from x) into the cache: the pairs' first reads of q, k, v (and dy, y) come
- * from memory otherwise, and cost 10% of the kernel at T 256 (measured). */
-static inline void prefetch_rows(const float *x, int64_t ld, int j0, int T, int hs)
-{
-    for (int j = j0; j < j0 + 16 && j < T; j++)
-        for (int d = 0; d < hs; d += 16)
-            __builtin_prefetch(x + (int64_t)j * ld + d);
-}
-
 /* xc <- x's T rows (stride ld) in column panels of 16: panel c / 16 holds (Tp x 16)
  * floats, element (j, c) at (c / 16) 16 Tp + 16 j + c % 16, so the product kernel reads
  * each panel in order; columns past hs and rows past T zero */
@@ -366,12 +356,8 @@ void mt_attention_forward(float *out, float *lse, float *scratch, const float *q
         float *y = out + (int64_t)b * T * C + h * hs, *l = lse + (int64_t)bh * T;
         transpose_in(kt, k, T, hs, hs, C3, Tp);
         panel_rows(vp, v, T, hs, C3, Tp, hp);
-        const float *nq = qkv + (int64_t)((bh + 1) / NH) * T * C3 + (bh + 1) % NH * hs;
         for (int i0 = 0; i0 < T; i0 += QT) {
             int nr = T - i0 < QT ? T - i0 : QT, nk = tile_keys(i0, nr);
-            if (i0 % 16 == 0 && bh + 1 < B * NH) /* the next pair's q, k, v rows */
-                for (int part = 0; part < 3; part++)
-                    prefetch_rows(nq + part * C, C3, i0, T, hs);
             for (int r = 0; r < QT; r++) /* rows past T repeat the last one; their results are dropped */
                 pad_rows(qt + r * hp, q + (int64_t)(r < nr ? i0 + r : i0 + nr - 1) * C3, 1, hs, C3, hp);
             tile_scores(s, qt, kt, hs, hp, Tp, nk, scale);
@@ -494,16 +480,7 @@ void mt_attention_backward(float *dqkv, float *scratch, const float *dout, const
             }
         for (int t = 0; t < T; t++) /* D = rowsum(dy * y) in 16 lanes, combined in a fixed tree */
             D[t] = dot16(dy + (int64_t)t * C, y + (int64_t)t * C, hs);
-        int nb = (bh + 1) / NH, nh = (bh + 1) % NH; /* the next pair (when this thread has it) */
-        const float *nq = qkv + (int64_t)nb * T * C3 + nh * hs, *ny = out + (int64_t)nb * T * C + nh * hs;
-        const float *ndy = dout + (int64_t)nb * T * C + nh * hs;
         for (int j0 = 0; j0 < T; j0 += 16) {
-            if (bh + 1 < B * NH) {
-                for (int part = 0; part < 3; part++)
-                    prefetch_rows(nq + part * C, C3, j0, T, hs);
-                prefetch_rows(ny, C, j0, T, hs);
-                prefetch_rows(ndy, C, j0, T, hs);
-            }
             memset(dkt, 0, sizeof(float) * (size_t)(32 * hp));
             for (int i = j0; i < T; i += RB)
                 bwd_rows(dvt, dkt, dq, dsb, qp, dyp, kt + j0 * hp, vt + j0 * hp, kp, l, D, i, j0, T, hp, scale);
