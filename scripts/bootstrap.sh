@@ -10,17 +10,7 @@ cd "$(dirname "$0")/.."
 # local ranks: openssh-client); procps: pgrep for the tests; fortunes: the English corpus of the main job (a real text that a
 # Debian package ships, so nothing is fetched at run time).
 packages=(cmake gcc make libc6-dev libblis-dev libopenblas-dev openmpi-bin libopenmpi-dev openssh-client procps fortunes)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "bootstrap: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash scripts/install_packages.sh "${packages[@]}"
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" 2>&1 | grep -E "error|warning" || true

@@ -10,18 +10,7 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(json safetensors tokens checkpoint)
-# clang (libFuzzer) and its OpenMP runtime, from Debian, as bootstrap.sh installs the rest
-missing=()
-for p in clang libomp-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "fuzz: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash scripts/install_packages.sh clang libomp-dev # libFuzzer and its OpenMP runtime, from Debian
 CC=clang cmake -S . -B build-fuzz -DMT_FUZZ=ON -DMT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null
 mkdir -p fuzz/crashes

@@ -121,18 +121,8 @@ static inline v16 max16(v16 a, v16 b)
     vi16 m = a > b;
     return (v16)((m & (vi16)a) | (~m & (vi16)b));
 }
-/* mt_expf_v8's operations on 16 lanes: each lane gets mt_expf_inl's bits */
-static inline v16 exp16(v16 x)
-{
-    v16 zero = {0}, lo = zero - 87.0f, hi = zero + 80.0f;
-    x = max16(x, lo);
-    x = -max16(-x, -hi);
-    v16 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    v16 r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    v16 p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    vi16 bits = (__builtin_convertvector(n, vi16) + 127) << 23;
-    return p * (v16)bits;
-}
+/* mt_expf_inl's operations on 16 lanes (mathinl.h): each lane gets its bits */
+MT_DEFINE_EXPF_VEC(exp16, v16, vi16, max16)
 static inline float v16_reduce(v16 v)
 {
     mt_v8 lo, hi;

@@ -52,18 +52,24 @@ static inline mt_v8 mt_v8_max(mt_v8 a, mt_v8 b)
     return (mt_v8)((m & (mt_i8)a) | (~m & (mt_i8)b));
 }
 
-/* mt_expf_inl on 8 lanes: the same operations, so the same bits */
-static inline mt_v8 mt_expf_v8(mt_v8 x)
-{
-    mt_v8 zero = {0}, lo = zero - 87.0f, hi = zero + 80.0f;
-    x = mt_v8_max(x, lo);
-    x = -mt_v8_max(-x, -hi);
-    mt_v8 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    mt_v8 r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    mt_v8 p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    mt_i8 bits = (__builtin_convertvector(n, mt_i8) + 127) << 23;
-    return p * (mt_v8)bits;
-}
+/* Defines `static inline V name(V x)`: mt_expf_inl's operations on every lane of the GCC
+ * vector type V (I: the int vector of its width, MAX: its lane-wise max), so each lane gets
+ * mt_expf_inl's bits whatever the width. */
+#define MT_DEFINE_EXPF_VEC(name, V, I, MAX)                                                              \
+    static inline V name(V x)                                                                            \
+    {                                                                                                    \
+        V zero = {0}, lo = zero - 87.0f, hi = zero + 80.0f;                                              \
+        x = MAX(x, lo);                                                                                  \
+        x = -MAX(-x, -hi);                                                                               \
+        V n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;                                    \
+        V r = x - n * 0.693359375f + n * 2.12194440e-4f;                                                 \
+        V p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720)))))); \
+        I bits = (__builtin_convertvector(n, I) + 127) << 23;                                            \
+        return p * (V)bits;                                                                              \
+    }
+
+/* mt_expf_inl on 8 lanes */
+MT_DEFINE_EXPF_VEC(mt_expf_v8, mt_v8, mt_i8, mt_v8_max)
 
 /* the fixed tree over 16 lanes held as lo (lanes 0-7) and hi (lanes 8-15) */
 static inline float mt_lanes_reduce(mt_v8 lo, mt_v8 hi)
