@@ -121,13 +121,11 @@ MtStatus mt_dir_check_writable(const char *final_dir)
         return MT_EINPUT; /* with the stage's message: bad input, found before any work */
     snprintf(probe, sizeof probe, "%s/probe", tmp);
     int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    int err = errno;
-    if (fd >= 0 && write(fd, "x", 1) != 1)
-        err = errno, close(fd), fd = -1;
+    int wrote = fd >= 0 && write(fd, "x", 1) == 1, err = errno;
     if (fd >= 0)
         close(fd);
     MtStatus st = mt_dir_remove(tmp);
-    if (fd < 0)
+    if (!wrote)
         return mt_error(MT_EINPUT, "cannot write %s: %s", probe, strerror(err));
     return st == MT_OK ? MT_OK : MT_EINPUT;
 }

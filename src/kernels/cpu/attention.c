@@ -4,13 +4,16 @@
  * qkv (B,T,3C): row (b,t) holds q | k | v, each C wide; head h owns columns
  * [h*hs, (h+1)*hs) of each part (hs = C/NH).  One (batch, head) pair is one task of the
  * parallel loop, computed by one thread from start to end in a fixed order, so the bits do
- * not depend on the number of threads; nor on the instruction set: the vector code is GCC's
- * 8-lane vectors (mathinl.h) with contraction off, the same operations on every machine.
+ * not depend on the number of threads; nor on the instruction set: the vector code works on
+ * 16 lanes (one AVX-512 register, or a pair of 8-lane GCC vectors elsewhere) with
+ * contraction off and IEEE fused multiply-adds, the same operations on every machine
+ * (test_attention_isa).
  *
  * Forward, per pair: K is transposed once into the thread's scratch, then query rows go in
  * tiles of QT; a tile's scores against its whole causal row of keys (QT x T floats, in L1
  * for the sizes here) are computed by a register-blocked kernel, each row's softmax is
- * exact (its maximum, then the sum of exp as 16 fixed lanes), and y = p @ v.  Only each
+ * exact (its maximum, then the sum of exp as 16 fixed lanes) and left unnormalised, and
+ * y = (p @ v) / sum.  Only each
  * row's log-sum-exp is kept (lse, (B, NH, T)).  Decision: FlashAttention's online softmax
  * rescales the running sums at every key tile; with a whole row of a QT-row tile in L1 the
  * exact two-pass row is as cheap and its bits do not depend on a key tile size.
