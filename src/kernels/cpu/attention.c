@@ -391,10 +391,11 @@ static void bwd_rows(float *dvt, float *dkt, float *dq, float *dsb, const float 
                      const float *kt, const float *vt, const float *kp, const float *lse, const float *D,
                      int i, int j0, int T, int64_t hp, float scale)
 {
+    const float *q = qp + (int64_t)i * hp, *dy = dyp + (int64_t)i * hp; /* (hp x RB): q[d RB + r] */
+#if defined(__AVX512F__)
     v16 s[RB], dp[RB];
     for (int r = 0; r < RB; r++)
         s[r] = dp[r] = v16_zero();
-    const float *q = qp + (int64_t)i * hp, *dy = dyp + (int64_t)i * hp; /* (hp x RB): q[d RB + r] */
     for (int64_t d = 0; d < hp; d++) {
         v16 kd = v16_load(kt + 16 * d), vd = v16_load(vt + 16 * d);
         for (int r = 0; r < RB; r++) {
@@ -425,6 +426,51 @@ static void bwd_rows(float *dvt, float *dkt, float *dq, float *dsb, const float 
     }
     for (int r = 0; r < RB; r++)
         v16_store(dsb + 16 * r, dp[r]);
+#else
+    /* The same operations on each half of the block (8 keys) in turn: 16 lanes of s and dp
+     * for RB rows would take all 16 AVX2 registers and spill (an AVX2 build on an AVX-512
+     * machine: 1.13-1.15x slower at T 256 and 1024). */
+    for (int h = 0; h < 16; h += 8) {
+        mt_v8 s[RB], dp[RB], zero = {0};
+        for (int r = 0; r < RB; r++)
+            s[r] = dp[r] = zero;
+        for (int64_t d = 0; d < hp; d++) {
+            mt_v8 kd = mt_v8_load(kt + 16 * d + h), vd = mt_v8_load(vt + 16 * d + h);
+            for (int r = 0; r < RB; r++) {
+                s[r] = fma8(q[d * RB + r], kd, s[r]);
+                dp[r] = fma8(dy[d * RB + r], vd, dp[r]);
+            }
+        }
+        for (int r = 0; r < RB; r++) {
+            int row = i + r;
+            if (row >= T) {
+                s[r] = dp[r] = zero;
+                continue;
+            }
+            mt_v8 p = mt_expf_v8(s[r] * scale - lse[row]);
+            if (row < j0 + h + 7) { /* keys past the row take no part */
+                float t[8];
+                mt_v8_store(t, p);
+                for (int l = row - j0 - h + 1 < 0 ? 0 : row - j0 - h + 1; l < 8; l++)
+                    t[l] = 0.0f;
+                p = mt_v8_load(t);
+            }
+            dp[r] = p * (dp[r] - D[row]);
+            s[r] = p;
+        }
+        for (int64_t d = 0; d < hp; d++) {
+            mt_v8 dv = mt_v8_load(dvt + 16 * d + h), dk = mt_v8_load(dkt + 16 * d + h);
+            for (int r = 0; r < RB; r++) {
+                dv = fma8(dy[d * RB + r], s[r], dv);
+                dk = fma8(q[d * RB + r], dp[r], dk);
+            }
+            mt_v8_store(dvt + 16 * d + h, dv);
+            mt_v8_store(dkt + 16 * d + h, dk);
+        }
+        for (int r = 0; r < RB; r++)
+            mt_v8_store(dsb + 16 * r + h, dp[r]);
+    }
+#endif
     float *dqi = dq + (int64_t)i * hp;
     for (int64_t c = 0; c < hp; c += 16) {
         v16 acc[RB];
