@@ -206,7 +206,8 @@ static inline void transpose16(v16 *v)
  * copy took 10% of the kernel, measured), the edges and other machines element by element. */
 static void transpose_in(float *xt, const float *x, int T, int hs, int64_t hw, int64_t ld, int64_t Tp)
 {
-    memset(xt, 0, sizeof(float) * (size_t)(Tp * hw));
+    if (T < Tp || hs < hw) /* keys past T or d past hs: zero (the copies below set the rest) */
+        memset(xt, 0, sizeof(float) * (size_t)(Tp * hw));
     int Tb = TRANSPOSE16 ? T / 16 * 16 : 0, hb = hs / 16 * 16;
 #if TRANSPOSE16
     for (int j0 = 0; j0 < Tb; j0 += 16)
@@ -383,6 +384,58 @@ static float dot16(const float *a, const float *b, int hs)
     return v16_reduce(acc);
 }
 
+/* xp <- rows [0, T) of x (stride ld) in blocks of RB rows, each (hp x RB): row t's
+ * element d at (t / RB) RB hp + d RB + t % RB; zero past T (up to Tr rows) and past hs.
+ * With AVX-512, 16 rows x 16 columns at a time through the register transpose. */
+static void pack_rows(float *xp, const float *x, int T, int hs, int64_t ld, int64_t hp, int64_t Tr)
+{
+    int64_t from = hs < hp ? 0 : (int64_t)(T / RB) * RB * hp;
+    memset(xp + from, 0, sizeof(float) * (size_t)(Tr * hp - from));
+    int t0 = 0;
+#if TRANSPOSE16 && RB == 8
+    for (; t0 + 16 <= T; t0 += 16)
+        for (int d0 = 0; d0 + 16 <= hs; d0 += 16) {
+            v16 v[16];
+            for (int i = 0; i < 16; i++)
+                v[i] = v16_load(x + (int64_t)(t0 + i) * ld + d0);
+            transpose16(v); /* v[i]: column d0 + i of rows t0..t0+15 */
+            float *b0 = xp + (int64_t)t0 * hp + d0 * RB, *b1 = b0 + RB * hp;
+            for (int i = 0; i < 16; i++) {
+                _mm256_storeu_ps(b0 + i * RB, _mm512_castps512_ps256((__m512)v[i]));
+                _mm256_storeu_ps(b1 + i * RB, _mm256_castpd_ps(_mm512_extractf64x4_pd((__m512d)v[i], 1)));
+            }
+        }
+    int db = hs / 16 * 16; /* columns the transposes did not cover, rows t < t0 */
+    for (int t = 0; t < t0; t++)
+        for (int d = db; d < hs; d++)
+            xp[(int64_t)(t / RB) * RB * hp + d * RB + t % RB] = x[(int64_t)t * ld + d];
+#endif
+    for (int t = t0; t < T; t++)
+        for (int d = 0; d < hs; d++)
+            xp[(int64_t)(t / RB) * RB * hp + d * RB + t % RB] = x[(int64_t)t * ld + d];
+}
+
+/* keys [j0, j0 + 16) of the block panel xt (hp x 16) into rows of out (stride ld), times
+ * scale; keys past T skipped */
+static void unpanel(float *out, const float *xt, int j0, int T, int hs, int64_t ld, float scale)
+{
+    int d0 = 0;
+#if TRANSPOSE16
+    if (j0 + 16 <= T)
+        for (; d0 + 16 <= hs; d0 += 16) {
+            v16 v[16];
+            for (int i = 0; i < 16; i++)
+                v[i] = v16_load(xt + 16 * (d0 + i));
+            transpose16(v); /* v[i]: key j0 + i, columns d0..d0+15 */
+            for (int i = 0; i < 16; i++)
+                v16_store(out + (int64_t)(j0 + i) * ld + d0, v16_mulf(v[i], scale));
+        }
+#endif
+    for (int j = j0; j < j0 + 16 && j < T; j++)
+        for (int d = d0; d < hs; d++)
+            out[(int64_t)j * ld + d] = scale * xt[16 * d + j - j0];
+}
+
 /* One key block (16 keys from j0, panels kt and vt: hp x 16) against RB query rows from i:
  * s = scale q k^T, p = exp(s - lse) (zero where the key is past the row or the row past T),
  * dp = dy v^T, ds = p (dp - D); then dvt[d] += dy[r][d] p[r] and dkt[d] += q[r][d] ds[r]
@@ -508,26 +561,19 @@ void mt_attention_backward(float *dqkv, float *scratch, const float *dout, const
         float *dqo = dqkv + (int64_t)b * T * C3 + h * hs, *dko = dqo + C, *dvo = dqo + 2 * C;
         transpose_in(kt, k, T, hs, hp, C3, Tp);
         transpose_in(vt, v, T, hs, hp, C3, Tp);
-        memset(kp, 0, sizeof(float) * (size_t)(Tp * hp));
+        memset(kp + (int64_t)T * hp, 0, sizeof(float) * (size_t)((Tp - T) * hp));
         pad_rows(kp, k, T, hs, C3, hp);
-        memset(qp, 0, sizeof(float) * (size_t)(3 * Tr * hp));
-        for (int t = 0; t < T; t++) /* q and dy in blocks of RB rows, each (hp x RB) */
-            for (int d = 0; d < hs; d++) {
-                int64_t at = (int64_t)(t / RB) * RB * hp + d * RB + t % RB;
-                qp[at] = q[(int64_t)t * C3 + d];
-                dyp[at] = dy[(int64_t)t * C + d];
-            }
+        memset(dq, 0, sizeof(float) * (size_t)(Tr * hp));
+        pack_rows(qp, q, T, hs, C3, hp, Tr);
+        pack_rows(dyp, dy, T, hs, C, hp, Tr);
         for (int t = 0; t < T; t++) /* D = rowsum(dy * y) in 16 lanes, combined in a fixed tree */
             D[t] = dot16(dy + (int64_t)t * C, y + (int64_t)t * C, hs);
         for (int j0 = 0; j0 < T; j0 += 16) {
             memset(dkt, 0, sizeof(float) * (size_t)(32 * hp));
             for (int i = j0; i < T; i += RB)
                 bwd_rows(dvt, dkt, dq, dsb, qp, dyp, kt + j0 * hp, vt + j0 * hp, kp, l, D, i, j0, T, hp, scale);
-            for (int j = j0; j < j0 + 16 && j < T; j++)
-                for (int d = 0; d < hs; d++) {
-                    dko[(int64_t)j * C3 + d] = scale * dkt[16 * d + j - j0];
-                    dvo[(int64_t)j * C3 + d] = dvt[16 * d + j - j0];
-                }
+            unpanel(dko, dkt, j0, T, hs, C3, scale);
+            unpanel(dvo, dvt, j0, T, hs, C3, 1.0f);
         }
         for (int t = 0; t < T; t++)
             for (int d = 0; d < hs; d++)
