@@ -263,6 +263,32 @@ static void test_gelu(int64_t n)
     free(x); free(y); free(dy); free(dx);
 }
 
+/* The vector lanes and the scalar tail give the same bits, so a layout that cuts the
+ * buffer elsewhere (tensor parallelism splits 4C) cannot change GELU: each element alone
+ * (n = 1 runs the tail) against the whole buffer, over the clamps, tiny values, zeros of
+ * both signs, infinities and NaN. */
+static void test_gelu_lanes(void)
+{
+    enum { n = 4099 };
+    static float x[n], dy[n], y[n], dx[n];
+    fill(x, n, 30.0f);
+    fill(dy, n, 1.0f);
+    float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-45f, 60.0f, -60.0f, 100.0f, -100.0f, 1e30f, -1e30f,
+                       INFINITY, -INFINITY, NAN, 3.9f, -3.9f, 7.5f, -7.5f};
+    for (int i = 0; i < (int)(sizeof special / sizeof special[0]); i++)
+        x[37 * i + 5] = special[i];
+    mt_gelu_forward(y, x, n);
+    mt_gelu_backward(dx, x, dy, n);
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        float y1, dx1;
+        mt_gelu_forward(&y1, &x[i], 1);
+        mt_gelu_backward(&dx1, &x[i], &dy[i], 1);
+        bad += memcmp(&y1, &y[i], 4) != 0 || memcmp(&dx1, &dx[i], 4) != 0;
+    }
+    CHECK(bad == 0, "gelu: %d elements differ between the vector lanes and the scalar tail", bad);
+}
+
 typedef struct { double *l; const int32_t *tg; int N, V; } CeCtx;
 static double ce_obj(void *p) { CeCtx *c = p; return ref_ce(c->l, c->tg, c->N, c->V); }
 static void test_crossentropy(int N, int V)
@@ -420,6 +446,7 @@ int main(void)
     test_attention(1, 21, 80, 5);  /* hs 16, one key block and a tail */
     test_attention(2, 37, 80, 2);  /* hs 40: whole 16 x 16 transposed blocks with both edges */
     test_gelu(1001);
+    test_gelu_lanes();
     test_crossentropy(7, 29);
     test_encoder(3, 7, 19, 23);
     test_thread_independence();

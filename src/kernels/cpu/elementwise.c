@@ -86,27 +86,77 @@ void mt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int3
  * gelu'(x) = s + 2 x s (1 - s) du/dx.  Equal to the tanh form; accurate where it is tiny. */
 #define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
 
+/* The GELU loops on explicit vectors: auto-vectorised, GCC if-converted mt_expf_inl's
+ * clamps into a second division per vector (measured 1.0 ns per element in L2).  Each
+ * lane does the scalar code's operations in its order, so the bits are the scalar code's;
+ * the tail runs the scalar code.  16 lanes with AVX-512, 8 elsewhere. */
+#if defined(__AVX512F__)
+#define GV_LANES 16
+typedef float gv __attribute__((vector_size(64)));
+typedef int32_t gvi __attribute__((vector_size(64)));
+static inline gv gv_max(gv a, gv b)
+{
+    gvi m = a > b;
+    return (gv)((m & (gvi)a) | (~m & (gvi)b));
+}
+MT_DEFINE_EXPF_VEC(gv_exp, gv, gvi, gv_max)
+#else
+#define GV_LANES 8
+typedef mt_v8 gv;
+#define gv_exp mt_expf_v8
+#endif
+
+static inline gv gv_load(const float *p)
+{
+    gv v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void gv_store(float *p, gv v) { memcpy(p, &v, sizeof v); }
+
+static inline float gelu_fwd1(float x)
+{
+    float u = GELU_S * (x + 0.044715f * x * x * x);
+    return x / (1.0f + mt_expf_inl(-2.0f * u));
+}
+
+static inline float gelu_bwd1(float x, float dy)
+{
+    float u = GELU_S * (x + 0.044715f * x * x * x);
+    float sg = 1.0f / (1.0f + mt_expf_inl(-2.0f * u));
+    float du = GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
+    float g = sg + 2.0f * x * sg * (1.0f - sg) * du;
+    return g * dy;
+}
+
 void mt_gelu_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = GELU_S * (x + 0.044715f * x * x * x);
-        out[i] = x / (1.0f + mt_expf_inl(-2.0f * u));
+    int64_t nv = n / GV_LANES;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nv; b++) {
+        gv x = gv_load(inp + b * GV_LANES);
+        gv u = GELU_S * (x + 0.044715f * x * x * x);
+        gv_store(out + b * GV_LANES, x / (1.0f + gv_exp(-2.0f * u)));
     }
+    for (int64_t i = nv * GV_LANES; i < n; i++)
+        out[i] = gelu_fwd1(inp[i]);
 }
 
 void mt_gelu_backward(float *dinp, const float *inp, const float *dout, int64_t n)
 {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = GELU_S * (x + 0.044715f * x * x * x);
-        float sg = 1.0f / (1.0f + mt_expf_inl(-2.0f * u));
-        float du = GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
-        float g = sg + 2.0f * x * sg * (1.0f - sg) * du;
-        dinp[i] = g * dout[i];
+    int64_t nv = n / GV_LANES;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nv; b++) {
+        gv x = gv_load(inp + b * GV_LANES);
+        gv u = GELU_S * (x + 0.044715f * x * x * x);
+        gv sg = 1.0f / (1.0f + gv_exp(-2.0f * u));
+        gv du = GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
+        gv g = sg + 2.0f * x * sg * (1.0f - sg) * du;
+        gv_store(dinp + b * GV_LANES, g * gv_load(dout + b * GV_LANES));
     }
+    for (int64_t i = nv * GV_LANES; i < n; i++)
+        dinp[i] = gelu_bwd1(inp[i], dout[i]);
 }
 
 double mt_crossentropy_fused(float *logits, float *losses, const int32_t *targets, int N, int V,
