@@ -219,11 +219,7 @@ void mt_tp_xent_max(float *mx, const float *logits, int64_t v0, int64_t Vl, int6
     int64_t real = real_cols(v0, Vl, V);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const float *l = logits + (int64_t)n * Vl;
-        float m = -INFINITY;
-        for (int64_t v = 0; v < real; v++)
-            m = l[v] > m ? l[v] : m;
-        mx[n] = m;
+        mx[n] = real > 0 ? mt_max_fixed(logits + (int64_t)n * Vl, real) : -INFINITY;
     }
 }
 
@@ -241,10 +237,7 @@ static double sum_tree(const float *l, float mx, int64_t w, int64_t real, int lo
 {
     if (hi - lo == 1) {
         int64_t a = lo * w, b = a + w < real ? a + w : real;
-        double s = 0.0;
-        for (int64_t v = a; v < b; v++)
-            s += mt_expf_inl(l[v] - mx);
-        return s;
+        return b > a ? mt_sum_exp_fixed((float *)l + a, b - a, mx, 0) : 0.0; /* keep 0: read only */
     }
     int mid = lo + (hi - lo) / 2;
     double left = sum_tree(l, mx, w, real, lo, mid);
@@ -301,8 +294,7 @@ double mt_tp_xent_finish(float *logits, float *losses, const float *all_stats, i
         losses[n] = lse - xt;
         if (dscale != 0.0f) {
             float inv = (float)(1.0 / sum);
-            for (int64_t v = 0; v < real; v++)
-                l[v] = dscale * (mt_expf_inl(l[v] - mx[n]) * inv);
+            mt_scale_exp(l, real, mx[n], inv, dscale, 0);
             for (int64_t v = real; v < Vl; v++)
                 l[v] = 0.0f;
             int64_t t = targets[n] - v0;

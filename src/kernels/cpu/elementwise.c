@@ -165,19 +165,14 @@ double mt_crossentropy_fused(float *logits, float *losses, const int32_t *target
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *l = logits + (int64_t)n * V;
-        float mx = l[0];
-        for (int v = 1; v < V; v++)
-            mx = l[v] > mx ? l[v] : mx;
-        double sum = 0.0;
-        for (int v = 0; v < V; v++)
-            sum += mt_expf_inl(l[v] - mx);
+        float mx = mt_max_fixed(l, V);
+        int t = targets[n], train = dscale != 0.0f;
+        float lt = l[t];
+        double sum = mt_sum_exp_fixed(l, V, mx, train);
         float lse = mx + (float)log(sum);
-        int t = targets[n];
-        losses[n] = lse - l[t];
-        if (dscale != 0.0f) {
-            float inv = (float)(1.0 / sum);
-            for (int v = 0; v < V; v++)
-                l[v] = dscale * (mt_expf_inl(l[v] - mx) * inv);
+        losses[n] = lse - lt;
+        if (train) {
+            mt_scale_exp(l, V, mx, (float)(1.0 / sum), dscale, 1);
             l[t] -= dscale;
         }
     }

@@ -104,4 +104,87 @@ static inline float mt_sum_fixed(const float *x, int n)
     return mt_lanes_reduce(lo, hi);
 }
 
+/* The cross-entropy's row loops (single device and vocabulary-parallel share them, so a
+ * tensor-parallel reference with one block is the single-device row). */
+
+/* max of x[0..n) (n >= 1); exact, so the lanes' order does not matter.  A NaN may be
+ * skipped; it still reaches the sum of exponentials. */
+static inline float mt_max_fixed(const float *x, int64_t n)
+{
+    float m = x[0];
+    int64_t i = 0;
+    if (n >= 16) {
+        mt_v8 lo = mt_v8_load(x), hi = mt_v8_load(x + 8);
+        for (i = 16; i + 16 <= n; i += 16) {
+            lo = mt_v8_max(lo, mt_v8_load(x + i));
+            hi = mt_v8_max(hi, mt_v8_load(x + i + 8));
+        }
+        float t[16];
+        mt_v8_store(t, lo);
+        mt_v8_store(t + 8, hi);
+        for (int j = 0; j < 16; j++)
+            m = t[j] > m ? t[j] : m;
+    }
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+typedef double mt_d4 __attribute__((vector_size(32)));
+typedef float mt_f4 __attribute__((vector_size(16)));
+
+static inline mt_d4 mt_d4_of(mt_v8 v, int half)
+{
+    mt_f4 f;
+    memcpy(&f, (const char *)&v + 16 * half, sizeof f);
+    return __builtin_convertvector(f, mt_d4);
+}
+
+/* sum of exp(x[v] - mx) over v < n in double, in 16 fixed lanes (lane j adds v = j, j+16,
+ * ... in order, the tail v to lane v % 16), combined as mt_lanes_reduce does; with `keep`,
+ * x[v] is replaced by its exponential (mt_scale_exp's input then) */
+static inline double mt_sum_exp_fixed(float *x, int64_t n, float mx, int keep)
+{
+    mt_d4 acc[4] = {{0}};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        mt_v8 a = mt_expf_v8(mt_v8_load(x + i) - mx), b = mt_expf_v8(mt_v8_load(x + i + 8) - mx);
+        if (keep) {
+            mt_v8_store(x + i, a);
+            mt_v8_store(x + i + 8, b);
+        }
+        acc[0] += mt_d4_of(a, 0);
+        acc[1] += mt_d4_of(a, 1);
+        acc[2] += mt_d4_of(b, 0);
+        acc[3] += mt_d4_of(b, 1);
+    }
+    double t[16];
+    memcpy(t, acc, sizeof t);
+    for (int j = 0; i < n; i++, j++) {
+        float e = mt_expf_inl(x[i] - mx);
+        if (keep)
+            x[i] = e;
+        t[j] += e;
+    }
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            t[j] += t[j + w];
+    return t[0];
+}
+
+/* x[v] <- dscale (exp(x[v] - mx) inv) for v < n, or dscale (x[v] inv) where x already holds
+ * the exponentials (mt_sum_exp_fixed's keep): the same bits */
+static inline void mt_scale_exp(float *x, int64_t n, float mx, float inv, float dscale, int have_exp)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        mt_v8 e = mt_v8_load(x + i);
+        if (!have_exp)
+            e = mt_expf_v8(e - mx);
+        mt_v8_store(x + i, dscale * (e * inv));
+    }
+    for (; i < n; i++)
+        x[i] = dscale * ((have_exp ? x[i] : mt_expf_inl(x[i] - mx)) * inv);
+}
+
 #endif
