@@ -4,8 +4,8 @@
  * holding a shard of the parameters (ZeRO) runs the same code on its shard.
  *
  * The gradient norm is summed in a fixed order: each unit (mt_model.h) in blocks of
- * MT_NORM_BLOCK elements from the unit's first element (each block summed in double, in
- * element order), the blocks in order, the units in order.  The thread count does not
+ * MT_NORM_BLOCK elements from the unit's first element (each block summed in double in 16
+ * fixed lanes, combined in a fixed tree), the blocks in order, the units in order.  The thread count does not
  * change it, and neither does sharding: a data-parallel rank that holds whole blocks of
  * every unit (mt_shard.h) computes its block sums, and the ranks' sums are added in the
  * same order, so every layout gets the same bits.
@@ -44,7 +44,7 @@ float mt_lr_at(const MtOptimConfig *oc, int step);
 
 /* Sum of squares of g over the table (fixed order, double). */
 double mt_grad_sumsq(const MtParam *table, int nparams, const float *g);
-/* Sums of squares of the ceil(n / MT_NORM_BLOCK) blocks of x, each in element order. */
+/* Sums of squares of the ceil(n / MT_NORM_BLOCK) blocks of x, each in 16 fixed lanes. */
 void mt_block_sumsq(const float *x, int64_t n, double *out);
 
 /* Scales g by min(1, clip / (norm + 1e-6)) (PyTorch's clip_grad_norm_). */
