@@ -56,7 +56,7 @@ typedef float f4 __attribute__((vector_size(16)));
 
 /* sum of x[i]^2 in double (each square exact) in 16 fixed lanes: lane j adds i = j, j + 16,
  * ... in order, the tail's i to lane i % 16, then j += j + 8, j + 4, j + 2, j + 1.  One
- * sequential sum was a chain of dependent adds (measured 4x slower than the memory). */
+ * sequential sum is a chain of dependent adds: 144.5 against 74.5 ms for 124M floats. */
 static double sumsq_lanes(const float *x, int64_t n)
 {
     d4 acc[4] = {{0}};
