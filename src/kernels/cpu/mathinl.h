@@ -19,7 +19,9 @@ static inline float mt_expf_inl(float x)
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    int32_t bits = ((int32_t)n + 127) << 23;
+    /* a NaN x gives a NaN p whatever the scale; 0 keeps the conversion defined */
+    int32_t k = n == n ? (int32_t)n : 0;
+    uint32_t bits = (uint32_t)(k + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
