@@ -126,6 +126,13 @@ static inline v16 max16(v16 a, v16 b)
 }
 /* mt_expf_inl's operations on 16 lanes (mathinl.h): each lane gets its bits */
 MT_DEFINE_EXPF_VEC(exp16, v16, vi16, max16)
+/* the backward's key vector: the whole 16-key block */
+#define BW 16
+typedef v16 bv;
+#define bv_load v16_load
+#define bv_store v16_store
+#define bv_fma fma16
+#define bv_exp exp16
 static inline float v16_reduce(v16 v)
 {
     mt_v8 lo, hi;
@@ -162,6 +169,13 @@ static inline v16 max16(v16 a, v16 b) { return (v16){mt_v8_max(a.lo, b.lo), mt_v
 static inline v16 exp16(v16 x) { return (v16){mt_expf_v8(x.lo), mt_expf_v8(x.hi)}; }
 static inline float v16_reduce(v16 v) { return mt_lanes_reduce(v.lo, v.hi); }
 #define TRANSPOSE16 0
+/* the backward's key vector: half a 16-key block */
+#define BW 8
+typedef mt_v8 bv;
+#define bv_load mt_v8_load
+#define bv_store mt_v8_store
+#define bv_fma fma8
+#define bv_exp mt_expf_v8
 #endif
 
 static inline v16 v16_zero(void) { return v16_set(0.0f); }
@@ -445,53 +459,18 @@ static void bwd_rows(float *dvt, float *dkt, float *dq, float *dsb, const float 
                      int i, int j0, int T, int64_t hp, float scale)
 {
     const float *q = qp + (int64_t)i * hp, *dy = dyp + (int64_t)i * hp; /* (hp x RB): q[d RB + r] */
-#if defined(__AVX512F__)
-    v16 s[RB], dp[RB];
-    for (int r = 0; r < RB; r++)
-        s[r] = dp[r] = v16_zero();
-    for (int64_t d = 0; d < hp; d++) {
-        v16 kd = v16_load(kt + 16 * d), vd = v16_load(vt + 16 * d);
-        for (int r = 0; r < RB; r++) {
-            s[r] = fma16(q[d * RB + r], kd, s[r]);
-            dp[r] = fma16(dy[d * RB + r], vd, dp[r]);
-        }
-    }
-    for (int r = 0; r < RB; r++) {
-        int row = i + r;
-        if (row >= T) {
-            s[r] = dp[r] = v16_zero();
-            continue;
-        }
-        v16 p = exp16(v16_subf(v16_mulf(s[r], scale), lse[row]));
-        if (row < j0 + 15) /* the diagonal block: keys past the row take no part */
-            p = v16_keep(p, row - j0 + 1);
-        dp[r] = v16_mul(p, v16_subf(dp[r], D[row]));
-        s[r] = p;
-    }
-    for (int64_t d = 0; d < hp; d++) {
-        v16 dv = v16_load(dvt + 16 * d), dk = v16_load(dkt + 16 * d);
-        for (int r = 0; r < RB; r++) {
-            dv = fma16(dy[d * RB + r], s[r], dv);
-            dk = fma16(q[d * RB + r], dp[r], dk);
-        }
-        v16_store(dvt + 16 * d, dv);
-        v16_store(dkt + 16 * d, dk);
-    }
-    for (int r = 0; r < RB; r++)
-        v16_store(dsb + 16 * r, dp[r]);
-#else
-    /* The same operations on each half of the block (8 keys) in turn: 16 lanes of s and dp
-     * for RB rows would take all 16 AVX2 registers and spill (an AVX2 build on an AVX-512
-     * machine: 1.13-1.15x slower at T 256 and 1024). */
-    for (int h = 0; h < 16; h += 8) {
-        mt_v8 s[RB], dp[RB], zero = {0};
+    /* BW keys at a time: the whole block in one AVX-512 register; elsewhere each half in
+     * turn, since 16 lanes of s and dp for RB rows would take all 16 AVX2 registers and
+     * spill (an AVX2 build on an AVX-512 machine: 1.13-1.15x slower at T 256 and 1024) */
+    for (int h = 0; h < 16; h += BW) {
+        bv s[RB], dp[RB], zero = {0};
         for (int r = 0; r < RB; r++)
             s[r] = dp[r] = zero;
         for (int64_t d = 0; d < hp; d++) {
-            mt_v8 kd = mt_v8_load(kt + 16 * d + h), vd = mt_v8_load(vt + 16 * d + h);
+            bv kd = bv_load(kt + 16 * d + h), vd = bv_load(vt + 16 * d + h);
             for (int r = 0; r < RB; r++) {
-                s[r] = fma8(q[d * RB + r], kd, s[r]);
-                dp[r] = fma8(dy[d * RB + r], vd, dp[r]);
+                s[r] = bv_fma(q[d * RB + r], kd, s[r]);
+                dp[r] = bv_fma(dy[d * RB + r], vd, dp[r]);
             }
         }
         for (int r = 0; r < RB; r++) {
@@ -500,30 +479,29 @@ static void bwd_rows(float *dvt, float *dkt, float *dq, float *dsb, const float 
                 s[r] = dp[r] = zero;
                 continue;
             }
-            mt_v8 p = mt_expf_v8(s[r] * scale - lse[row]);
-            if (row < j0 + h + 7) { /* keys past the row take no part */
-                float t[8];
-                mt_v8_store(t, p);
-                for (int l = row - j0 - h + 1 < 0 ? 0 : row - j0 - h + 1; l < 8; l++)
+            bv p = bv_exp(s[r] * scale - lse[row]);
+            if (row < j0 + h + BW - 1) { /* keys past the row take no part */
+                float t[BW];
+                bv_store(t, p);
+                for (int l = row - j0 - h + 1 < 0 ? 0 : row - j0 - h + 1; l < BW; l++)
                     t[l] = 0.0f;
-                p = mt_v8_load(t);
+                p = bv_load(t);
             }
             dp[r] = p * (dp[r] - D[row]);
             s[r] = p;
         }
         for (int64_t d = 0; d < hp; d++) {
-            mt_v8 dv = mt_v8_load(dvt + 16 * d + h), dk = mt_v8_load(dkt + 16 * d + h);
+            bv dv = bv_load(dvt + 16 * d + h), dk = bv_load(dkt + 16 * d + h);
             for (int r = 0; r < RB; r++) {
-                dv = fma8(dy[d * RB + r], s[r], dv);
-                dk = fma8(q[d * RB + r], dp[r], dk);
+                dv = bv_fma(dy[d * RB + r], s[r], dv);
+                dk = bv_fma(q[d * RB + r], dp[r], dk);
             }
-            mt_v8_store(dvt + 16 * d + h, dv);
-            mt_v8_store(dkt + 16 * d + h, dk);
+            bv_store(dvt + 16 * d + h, dv);
+            bv_store(dkt + 16 * d + h, dk);
         }
         for (int r = 0; r < RB; r++)
-            mt_v8_store(dsb + 16 * r + h, dp[r]);
+            bv_store(dsb + 16 * r + h, dp[r]);
     }
-#endif
     float *dqi = dq + (int64_t)i * hp;
     for (int64_t c = 0; c < hp; c += 16) {
         v16 acc[RB];
