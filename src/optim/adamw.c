@@ -1,8 +1,9 @@
 /* adamw.c - AdamW, gradient norm and clipping, learning-rate schedule. */
 #include "mt_optim.h"
 
+#include "mathinl.h"
+
 #include <math.h>
-#include <string.h>
 #include <stdlib.h>
 
 const char *const mt_optim_flags[MT_OPTIM_NSETTINGS] = {"lr", "min-lr-frac", "warmup", "steps", "beta1",
@@ -51,40 +52,14 @@ float mt_lr_at(const MtOptimConfig *oc, int step)
     return min_lr + 0.5f * (oc->lr - min_lr) * (float)(1.0 + cos(M_PI * frac));
 }
 
-typedef double d4 __attribute__((vector_size(32)));
-typedef float f4 __attribute__((vector_size(16)));
-
-/* sum of x[i]^2 in double (each square exact) in 16 fixed lanes: lane j adds i = j, j + 16,
- * ... in order, the tail's i to lane i % 16, then j += j + 8, j + 4, j + 2, j + 1.  One
- * sequential sum is a chain of dependent adds: 144.5 against 74.5 ms for 124M floats. */
-static double sumsq_lanes(const float *x, int64_t n)
-{
-    d4 acc[4] = {{0}};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int q = 0; q < 4; q++) {
-            f4 f;
-            memcpy(&f, x + i + 4 * q, sizeof f);
-            d4 d = __builtin_convertvector(f, d4);
-            acc[q] += d * d;
-        }
-    double t[16];
-    memcpy(t, acc, sizeof t);
-    for (int j = 0; i < n; i++, j++)
-        t[j] += (double)x[i] * x[i];
-    for (int w = 8; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            t[j] += t[j + w];
-    return t[0];
-}
-
 void mt_block_sumsq(const float *x, int64_t n, double *out)
 {
     int64_t nb = (n + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
 #pragma omp parallel for schedule(static) if (nb > 4)
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = b * MT_NORM_BLOCK, hi = lo + MT_NORM_BLOCK < n ? lo + MT_NORM_BLOCK : n;
-        out[b] = sumsq_lanes(x + lo, hi - lo);
+        /* 16 lanes: one chain of dependent adds took 144.5 against 74.5 ms for 124M floats */
+        out[b] = mt_sumsq_fixed(x + lo, hi - lo);
     }
 }
 

@@ -1,4 +1,5 @@
-/* mathinl.h - inline scalar helpers that the kernels' loops vectorise (private to kernels).
+/* mathinl.h - inline math for the kernels and the code that must match their bits (the
+ * vocabulary-parallel loss, the gradient norm): exp, fixed-order sums in 16 lanes.
  * Build with -fno-trapping-math so that GCC if-converts the clamps. */
 #ifndef MT_MATHINL_H
 #define MT_MATHINL_H
@@ -142,6 +143,15 @@ static inline mt_d4 mt_d4_of(mt_v8 v, int half)
     return __builtin_convertvector(f, mt_d4);
 }
 
+/* 16 double lanes combined as mt_lanes_reduce combines float ones */
+static inline double mt_dlanes_reduce(double *t)
+{
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            t[j] += t[j + w];
+    return t[0];
+}
+
 /* sum of exp(x[v] - mx) over v < n in double, in 16 fixed lanes (lane j adds v = j, j+16,
  * ... in order, the tail v to lane v % 16), combined as mt_lanes_reduce does; with `keep`,
  * x[v] is replaced by its exponential (mt_scale_exp's input then) */
@@ -168,10 +178,24 @@ static inline double mt_sum_exp_fixed(float *x, int64_t n, float mx, int keep)
             x[i] = e;
         t[j] += e;
     }
-    for (int w = 8; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            t[j] += t[j + w];
-    return t[0];
+    return mt_dlanes_reduce(t);
+}
+
+/* sum of x[i]^2 over i < n in double (each square exact), in the same 16 lanes and tree */
+static inline double mt_sumsq_fixed(const float *x, int64_t n)
+{
+    mt_d4 acc[4] = {{0}};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int q = 0; q < 4; q++) {
+            mt_d4 d = mt_d4_of(mt_v8_load(x + i + 8 * (q / 2)), q % 2);
+            acc[q] += d * d;
+        }
+    double t[16];
+    memcpy(t, acc, sizeof t);
+    for (int j = 0; i < n; i++, j++)
+        t[j] += (double)x[i] * x[i];
+    return mt_dlanes_reduce(t);
 }
 
 /* x[v] <- dscale (exp(x[v] - mx) inv) for v < n, or dscale (x[v] inv) where x already holds
