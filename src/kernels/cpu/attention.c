@@ -239,81 +239,45 @@ static void transpose_in(float *xt, const float *x, int T, int hs, int64_t hw, i
             xt[(int64_t)(j / 16) * 16 * hw + 16 * d + j % 16] = x[(int64_t)j * ld + d];
 }
 
-/* s[r][j] = scale * sum_d a[r][d] xt[d][j] for QT rows (a: QT x hp) and j < nk (a multiple
- * of 16): four rows by two panels of sixteen keys in registers, d in order */
-static void tile_scores(float *s, const float *a, const float *xt, int hs, int64_t hp, int64_t Tp, int nk,
-                        float scale)
+/* out[r][c] = scale * sum_{k < K} a[r][k] x[k][c] for QT rows (a, out: row strides lda,
+ * ldo) and c < nc (a multiple of 16).  x is in panels of 16 columns: panel c / 16 starts at
+ * x + (c / 16) ps, element (k, c) at 16 k + c % 16.  QT rows by two panels (one off
+ * AVX-512) in registers, k in order.  The forward's scores (a: q, x: K transposed) and its
+ * product with V (a: the probabilities, x: V in panels, scale 1: exact). */
+static void panel_product(float *out, int64_t ldo, const float *a, int64_t lda, int K, const float *x,
+                          int64_t ps, int64_t nc, float scale)
 {
-    int j = 0;
-    for (; PANELS2 && j + 32 <= nk; j += 32) {
+    int64_t c = 0;
+    for (; PANELS2 && c + 32 <= nc; c += 32) {
         v16 acc[QT][2];
         for (int r = 0; r < QT; r++)
             acc[r][0] = acc[r][1] = v16_zero();
-        const float *p0 = xt + (int64_t)j * hs, *p1 = p0 + 16 * hs;
-        for (int d = 0; d < hs; d++) {
-            v16 x0 = v16_load(p0 + 16 * d), x1 = v16_load(p1 + 16 * d);
+        const float *p0 = x + c / 16 * ps, *p1 = p0 + ps;
+        for (int k = 0; k < K; k++) {
+            v16 x0 = v16_load(p0 + 16 * k), x1 = v16_load(p1 + 16 * k);
             for (int r = 0; r < QT; r++) {
-                float ar = a[r * hp + d];
+                float ar = a[r * lda + k];
                 acc[r][0] = fma16(ar, x0, acc[r][0]);
                 acc[r][1] = fma16(ar, x1, acc[r][1]);
             }
         }
         for (int r = 0; r < QT; r++) {
-            v16_store(s + r * Tp + j, v16_mulf(acc[r][0], scale));
-            v16_store(s + r * Tp + j + 16, v16_mulf(acc[r][1], scale));
+            v16_store(out + r * ldo + c, v16_mulf(acc[r][0], scale));
+            v16_store(out + r * ldo + c + 16, v16_mulf(acc[r][1], scale));
         }
     }
-    for (; j < nk; j += 16) {
+    for (; c < nc; c += 16) {
         v16 acc[QT];
         for (int r = 0; r < QT; r++)
             acc[r] = v16_zero();
-        const float *p0 = xt + (int64_t)j * hs;
-        for (int d = 0; d < hs; d++) {
-            v16 x0 = v16_load(p0 + 16 * d);
+        const float *p0 = x + c / 16 * ps;
+        for (int k = 0; k < K; k++) {
+            v16 x0 = v16_load(p0 + 16 * k);
             for (int r = 0; r < QT; r++)
-                acc[r] = fma16(a[r * hp + d], x0, acc[r]);
-        }
-        for (int r = 0; r < QT; r++) {
-            v16_store(s + r * Tp + j, v16_mulf(acc[r], scale));
-        }
-    }
-}
-
-/* out[r][:] = sum_{j < nk} p[r][j] x[j][:] for QT rows (xc: x in column panels,
- * panel_rows), j in order */
-static void tile_product(float *out, const float *p, const float *xc, int64_t hp, int64_t Tp, int nk)
-{
-    int64_t c = 0;
-    for (; PANELS2 && c + 32 <= hp; c += 32) {
-        v16 acc[QT][2];
-        for (int r = 0; r < QT; r++)
-            acc[r][0] = acc[r][1] = v16_zero();
-        const float *p0 = xc + c * Tp, *p1 = p0 + 16 * Tp;
-        for (int j = 0; j < nk; j++) {
-            v16 x0 = v16_load(p0 + 16 * j), x1 = v16_load(p1 + 16 * j);
-            for (int r = 0; r < QT; r++) {
-                float pr = p[r * Tp + j];
-                acc[r][0] = fma16(pr, x0, acc[r][0]);
-                acc[r][1] = fma16(pr, x1, acc[r][1]);
-            }
-        }
-        for (int r = 0; r < QT; r++) {
-            v16_store(out + r * hp + c, acc[r][0]);
-            v16_store(out + r * hp + c + 16, acc[r][1]);
-        }
-    }
-    for (; c < hp; c += 16) {
-        v16 acc[QT];
-        for (int r = 0; r < QT; r++)
-            acc[r] = v16_zero();
-        const float *p0 = xc + c * Tp;
-        for (int j = 0; j < nk; j++) {
-            v16 x0 = v16_load(p0 + 16 * j);
-            for (int r = 0; r < QT; r++)
-                acc[r] = fma16(p[r * Tp + j], x0, acc[r]);
+                acc[r] = fma16(a[r * lda + k], x0, acc[r]);
         }
         for (int r = 0; r < QT; r++)
-            v16_store(out + r * hp + c, acc[r]);
+            v16_store(out + r * ldo + c, v16_mulf(acc[r], scale));
     }
 }
 
@@ -368,14 +332,14 @@ void mt_attention_forward(float *out, float *lse, float *scratch, const float *q
             int nr = T - i0 < QT ? T - i0 : QT, nk = tile_keys(i0, nr);
             for (int r = 0; r < QT; r++) /* rows past T repeat the last one; their results are dropped */
                 pad_rows(qt + r * hp, q + (int64_t)(r < nr ? i0 + r : i0 + nr - 1) * C3, 1, hs, C3, hp);
-            tile_scores(s, qt, kt, hs, hp, Tp, nk, scale);
+            panel_product(s, Tp, qt, hp, hs, kt, 16 * hs, nk, scale);
             float inv[QT];
             for (int r = 0; r < QT; r++) {
                 float x = softmax_row(s + r * Tp, (r < nr ? i0 + r : i0 + nr - 1) + 1, nk, &inv[r]);
                 if (r < nr)
                     l[i0 + r] = x;
             }
-            tile_product(yt, s, vp, hp, Tp, nk);
+            panel_product(yt, hp, s, Tp, nk, vp, 16 * Tp, hp, 1.0f);
             for (int r = 0; r < nr; r++)
                 for (int d = 0; d < hs; d++)
                     y[(int64_t)(i0 + r) * C + d] = yt[r * hp + d] * inv[r];
