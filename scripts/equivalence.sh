@@ -3,7 +3,8 @@
 # steps on every layout of at most 8 ranks (dp, tp, pp in 1, 2, 4, 8; ZeRO 0-3 over dp;
 # the schedules 1f1b, interleaved and zb over pp; sequence parallelism on and off over tp;
 # recomputation none / attn / full in turn; hybrid sharding on dp >= 4 for ZeRO 2 and 3),
-# each compared with one rank: its losses, model.safetensors and optimizer.safetensors.
+# each compared with one rank: its losses, its validation losses (steps 5 and 10),
+# model.safetensors and optimizer.safetensors.
 # Prints one row per layout: bit-identical, the largest relative difference of a tensor
 # (prog_stdiff), refused (the layout's one-line reason), or failed; and for
 # a run, whether every rank's parameter, gradient, optimizer and activation bytes (the
@@ -37,8 +38,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 cat src/*/*.c src/*/*.h > "$W/text.txt"
 $MT_BIN prepare --input "$W/text.txt" --out "$W/data" > /dev/null || exit 1
 model="--data $W/data --layers 8 --heads 8 --dim 64 --seq-len 16 --batch-size 16 --micro-batch-size 1 --steps 10
-       --warmup 2 --lr 3e-3 --eval-every 0 --log-every 0 --seed 5 --threads 1"
+       --warmup 2 --lr 3e-3 --eval-every 5 --log-every 0 --seed 5 --threads 1"
 losses() { grep -o '"loss": [^,]*' "$1" | cut -d' ' -f2; }
+vals() { grep -o '"val_loss": [^,]*' "$1" | cut -d' ' -f2; }
 # plan_ok log flags...: every rank's params, grads, optimizer and activation bytes, and the
 # bytes it sent over dp, tp and pp, in the run's last logged step equal what `train --plan`
 # (mt_plan_memory, mt_plan_comm) predicts for the layout
@@ -92,9 +94,10 @@ row() { # [K8] flags...: one layout against its reference (K8: --tp-blocks 8 und
     result="FAILED (exit $rc): $(tail -1 "$W/run.out")"
     nfail=$((nfail + 1))
   elif cmp -s <(losses "$W/ref$k.jsonl") <(losses "$W/run.jsonl") \
+       && [ "$(vals "$W/ref$k.jsonl" | wc -l)" -eq 2 ] && cmp -s <(vals "$W/ref$k.jsonl") <(vals "$W/run.jsonl") \
        && cmp -s "$W/ref$k/model.safetensors" "$W/run/model.safetensors" \
        && cmp -s "$W/ref$k/optimizer.safetensors" "$W/run/optimizer.safetensors"; then
-    result="bit-identical"
+    result="bit-identical (2 val losses too)"
     nsame=$((nsame + 1))
     if plan_ok "$W/run.jsonl" $flags $kflag; then
       result="$result, memory and traffic as planned"
@@ -103,7 +106,7 @@ row() { # [K8] flags...: one layout against its reference (K8: --tp-blocks 8 und
       nfail=$((nfail + 1))
     fi
   else
-    result="DIFFERS: max relative $($MT_DIFF "$W/run/model.safetensors" "$W/ref$k/model.safetensors" | head -2 | tr '\n' ' ')"
+    result="DIFFERS: max relative $($MT_DIFF "$W/run/model.safetensors" "$W/ref$k/model.safetensors" | head -2 | tr '\n' ' '); val losses $(vals "$W/run.jsonl" | tr '\n' ' ')vs $(vals "$W/ref$k.jsonl" | tr '\n' ' ')"
     ndiff=$((ndiff + 1))
   fi
   printf '%-84s %5d %3s  %s (%s s)\n' "$flags" $ranks $([ $k -gt 0 ] && echo $k || echo -) "$result" "$dt"

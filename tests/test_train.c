@@ -2,7 +2,9 @@
  *  - initialising any slice of a parameter equals the same slice of the whole;
  *  - the step gradient is the balanced pairwise tree of the micro-batch gradients, bit for bit;
  *  - gradient accumulation over micro-batches matches one big micro-batch within fp32 rounding;
- *  - the gradient norm and a whole training step give the same bits with 1 and 2 threads. */
+ *  - the gradient norm and a whole training step give the same bits with 1 and 2 threads;
+ *  - the validation loss has the same bits whatever the micro-batch size and however the
+ *    windows are shared among ranks (mt_eval_share), and is the mean token loss. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +192,65 @@ static void test_lr_schedule(void)
     CHECK_CLOSE(mt_lr_at(&oc, 20), 0.1, 1e-6, 0, "after the end");
 }
 
+/* The validation loss of 23 windows: the same bits with micro-batches of 1, 2, 3, 4, 7 and
+ * 23 windows, and when 1..5 ranks each evaluate their share (mt_eval_share) and the sums
+ * are put together as the dp gather does; each share's passes are the same count on every
+ * rank, and the shares cover every window once.  Summing the token losses in one chain
+ * across a pass (as one device did before) changes the last bits with the pass size. */
+static void test_eval_layout_free(void)
+{
+    enum { NW = 23, SEQ = 11 };
+    MtTokens data = {malloc(sizeof(int32_t) * (NW * SEQ + 1)), NW * SEQ + 1, 37};
+    for (int64_t i = 0; i < data.count; i++)
+        data.tok[i] = (int32_t)(mt_rng_u64(13, 3, (uint64_t)i, 0) % 37);
+    const int micros[] = {1, 2, 3, 4, 7, NW};
+    double ref = 0.0, sums[NW + 8];
+    for (int m = 0; m < 6; m++) {
+        MtTrainConfig tc = small_config(micros[m], micros[m]);
+        MtTrainer tr;
+        CHECK(mt_trainer_init(&tr, &tc) == MT_OK, "init");
+        double mean = mt_trainer_eval(&tr, &data, NW);
+        if (m == 0)
+            ref = mean;
+        CHECK(memcmp(&mean, &ref, sizeof mean) == 0, "micro %d: loss %.17g, micro 1: %.17g", micros[m], mean, ref);
+        if (micros[m] == NW) { /* the mean token loss, as the forward's own sum gives it (to rounding) */
+            MtActs a = tr.acts;
+            a.B = NW;
+            memcpy(tr.inputs, data.tok, sizeof(int32_t) * NW * SEQ);
+            memcpy(tr.targets, data.tok + 1, sizeof(int32_t) * NW * SEQ);
+            double total = mt_model_forward(&tc.cfg, &tr.w, &a, tr.inputs, tr.targets, 0.0f, &tr.hooks);
+            CHECK_CLOSE(mean, total / (NW * SEQ), 1e-12, 0, "mean token loss");
+            CHECK(mean > 2.0 && mean < 6.0, "loss %g of a 37-token vocabulary at initialisation", mean);
+        }
+        for (int D = 1; D <= 5; D++) {
+            int covered[NW] = {0}, passes0 = -1;
+            memset(sums, 0, sizeof sums);
+            for (int r = 0; r < D; r++) {
+                int64_t lo, hi;
+                int passes;
+                int64_t share = mt_eval_share(NW, D, r, micros[m], &lo, &hi, &passes);
+                CHECK(share * D >= NW && share * D < NW + D && hi - lo <= share && passes * micros[m] >= share,
+                      "D %d rank %d: share %lld [%lld, %lld), %d passes", D, r, (long long)share, (long long)lo,
+                      (long long)hi, passes);
+                CHECK(passes0 < 0 || passes == passes0, "D %d: rank %d makes %d passes, rank 0 %d", D, r, passes, passes0);
+                passes0 = passes;
+                for (int64_t i = lo; i < hi; i++)
+                    covered[i]++;
+                mt_trainer_eval_windows(&tr, &data, lo, hi, passes, sums + r * share);
+            }
+            int once = 1;
+            for (int i = 0; i < NW; i++)
+                once &= covered[i] == 1;
+            CHECK(once, "D %d: the shares do not cover every window once", D);
+            double mean_d = mt_eval_mean(sums, NW, SEQ);
+            CHECK(memcmp(&mean_d, &ref, sizeof ref) == 0, "micro %d, %d ranks: loss %.17g, one rank %.17g", micros[m],
+                  D, mean_d, ref);
+        }
+        mt_trainer_free(&tr);
+    }
+    free(data.tok);
+}
+
 int main(void)
 {
     mt_gemm_setup(2);
@@ -200,5 +261,6 @@ int main(void)
     test_accumulation_matches_big_batch();
     test_lr_schedule();
     test_threads_same_bits();
+    test_eval_layout_free();
     return mt_test_done("test_train");
 }

@@ -249,7 +249,7 @@ int mt_cmd_eval(int argc, char **argv)
     else {
         double loss = mt_trainer_eval(&tr, &tok, nwin);
         printf("windows %lld of %d tokens\n", (long long)nwin, T);
-        printf("loss %.6f\n", loss);
+        printf("loss %.9g\n", loss);
     }
     mt_trainer_free(&tr);
     mt_tokens_free(&tok);

@@ -150,13 +150,13 @@ static void rank_fields(const MtTrainer *tr, const MtComm *c, const MtDp *dp, co
 }
 
 static void log_json(FILE *f, const MtTrainer *tr, const MtStepStats *st, double ms, double tps,
-                     double val, double bubble, const int64_t *ranks, int nranks)
+                     double val, int64_t nval, double bubble, const int64_t *ranks, int nranks)
 {
     fprintf(f, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"step_ms\": %.3f, "
                "\"tokens_per_s\": %.1f, ",
             (long long)tr->step, st->loss, st->lr, st->grad_norm, ms, tps);
     if (!isnan(val))
-        fprintf(f, "\"val_loss\": %.9g, ", val);
+        fprintf(f, "\"val_loss\": %.17g, \"val_sequences\": %lld, ", val, (long long)nval);
     if (!isnan(bubble))
         fprintf(f, "\"bubble\": %.4f, ", bubble);
     fprintf(f, "\"mem\": [");
@@ -362,6 +362,25 @@ static void pipe_summary(MtPipe *pp, double measured, double exposed_ms)
     free(stage);
     for (int r = 0; r < P; r++)
         free(lists[r]);
+}
+
+/* The validation loss of windows 0 .. n-1 of val, the same bits on every layout
+ * (mt_train.h): the dp ranks (pipeline copies) share the windows (mt_eval_share), each
+ * evaluates its share (the tp ranks and stages of one replica the same windows), the
+ * windows' sums are gathered over dp (sums: dp x the share), and every rank adds them in
+ * window order. */
+static double validate(MtTrainer *tr, MtPipe *pp, MtComm *c, const MtTokens *val, int64_t n, double *sums)
+{
+    int D = c ? mt_comm_group_size(c, MT_GROUP_DP) : 1, r = c ? mt_comm_group_rank(c, MT_GROUP_DP) : 0, passes;
+    int64_t lo, hi, share = mt_eval_share(n, D, r, tr->tc.micro, &lo, &hi, &passes);
+    double *mine = sums + r * share;
+    if (pp)
+        mt_pipe_eval_windows(pp, val, lo, hi, passes, mine);
+    else
+        mt_trainer_eval_windows(tr, val, lo, hi, passes, mine);
+    if (D > 1) /* rank r's chunk of the 2 D share floats is its own share: doubles as float pairs */
+        mt_allgather(c, MT_GROUP_DP, (float *)mine, (float *)sums, 2 * D * share);
+    return mt_eval_mean(sums, n, tr->tc.seq);
 }
 
 /* End of a multi-rank run: bytes each rank sent per group, and the trace. */
@@ -595,6 +614,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
     int rc = 0;
     MtComm *comm = NULL;
     int64_t *fields = NULL;
+    double *val_sums = NULL; /* validation: the windows' loss sums */
     if ((int64_t)train.vocab > tc.cfg.V) {
         rc = mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: the data's vocabulary (%u) is larger than "
                                   "the model's (%d)", train.vocab, tc.cfg.V));
@@ -725,10 +745,17 @@ int mt_cmd_train(int full_argc, char **full_argv)
                                   strerror(errno)));
         goto out_trainer;
     }
+    /* the validation set: --eval-batches global batches of sequences, whatever the layout */
     int64_t nval = val.count > 0 ? (val.count - 1) / a.seq_len : 0;
-    int64_t val_windows = (int64_t)a.eval_batches * tc.micro;
+    int64_t val_windows = (int64_t)a.eval_batches * tc.batch;
     if (val_windows > nval)
         val_windows = nval;
+    int val_dp = comm ? mt_comm_group_size(comm, MT_GROUP_DP) : 1;
+    if (val_windows > 0 && !(val_sums = calloc((size_t)val_dp * (size_t)((val_windows + val_dp - 1) / val_dp),
+                                               sizeof(double)))) {
+        rc = mt_cli_fail(mt_error(MT_ENOMEM, "%s: no memory for %lld validation sums", who, (long long)val_windows));
+        goto out_trainer;
+    }
     if (!root)
         freopen("/dev/null", "w", stdout); /* rank 0 speaks for the job; errors still reach stderr */
     static const char *zero_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "FSDP (ZeRO-3)"};
@@ -751,6 +778,13 @@ int mt_cmd_train(int full_argc, char **full_argv)
         printf("  tensor parallel: tp %d, %d blocks per split sum, vocabulary padded to %lld; logits %.2f MiB per rank "
                "(micro-batch x %d x %lld)\n", tpe.ctx.N, tpe.ctx.K, (long long)tpe.ctx.Vp,
                mt_tpe_logits_floats(&tpe) * 4.0 / 1048576.0, tc.seq, (long long)(tpe.ctx.Vp / tpe.ctx.N));
+    if (val_windows > 0)
+        printf("  validation: %lld sequence%s of %d tokens (--eval-batches %d x batch %d, at most val.bin's), %s\n",
+               (long long)val_windows, val_windows == 1 ? "" : "s", tc.seq, a.eval_batches, tc.batch,
+               a.eval_every > 0 ? "every --eval-every steps and at the end" : "at the end");
+    else
+        printf("  validation: none (%s)\n", a.eval_batches == 0 ? "--eval-batches 0" : "no val.bin, or shorter than "
+               "one sequence");
     printf("  memory: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
            tr.mem.cur[MT_MEM_PARAMS] / 1048576.0, tr.mem.cur[MT_MEM_GRADS] / 1048576.0,
            tr.mem.cur[MT_MEM_OPTIM] / 1048576.0, tr.mem.cur[MT_MEM_ACTS] / 1048576.0);
@@ -801,9 +835,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
         double vl = NAN;
         int last = tr.step == a.steps || (a.exit_interval > 0 && tr.step % a.exit_interval == 0);
         if (val_windows > 0 && ((a.eval_every > 0 && tr.step % a.eval_every == 0) || last))
-            vl = pp ? mt_pipe_eval(pp, &val, val_windows) : mt_trainer_eval(&tr, &val, val_windows);
+            vl = validate(&tr, pp, comm, &val, val_windows, val_sums);
         if (jf)
-            log_json(jf, &tr, &st, dt * 1e3, tps, vl, pp ? pp->bubble : NAN, fields, nranks);
+            log_json(jf, &tr, &st, dt * 1e3, tps, vl, val_windows, pp ? pp->bubble : NAN, fields, nranks);
         if ((a.log_every > 0 && tr.step % a.log_every == 0) || last || !isnan(vl) || tr.step == 1) {
             char eta[32];
             fmt_eta(eta, sizeof eta, (a.steps - tr.step) * (t_total / timed));
@@ -849,6 +883,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (jf)
         fclose(jf);
 out_trainer:
+    free(val_sums);
     if (tpp)
         mt_tpe_free(tpp);
     if (dpp)

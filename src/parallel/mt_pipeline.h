@@ -163,8 +163,9 @@ void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int ran
 MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *o);
 void mt_pipe_free(MtPipe *p);
 void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st);
-/* Mean validation loss over nwin windows, forward through the stages; every rank gets it. */
-double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin);
+/* The loss sums of windows [lo, hi) (mt_trainer_eval_windows, mt_train.h), forward through
+ * the stages in `passes` passes; every stage gets them from the last.  Collective over pp. */
+void mt_pipe_eval_windows(MtPipe *p, const MtTokens *data, int64_t lo, int64_t hi, int passes, double *sums);
 /* The pieces this rank writes of a checkpoint (mt_ckpt_par_write; ctx: the MtPipe): every
  * tensor of the units it owns, whole, from its arrays (the same offset in params, m, v). */
 int64_t mt_pipe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end);

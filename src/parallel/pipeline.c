@@ -1221,15 +1221,13 @@ int mt_pipe_world_rank(const MtPipe *p, int r) { return r * (mt_comm_size(p->c) 
 
 /* ---- evaluation, checkpoints ---- */
 
-double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin)
+void mt_pipe_eval_windows(MtPipe *p, const MtTokens *data, int64_t lo, int64_t hi, int passes, double *sums)
 {
     MtTrainer *tr = p->tr;
     const MtTrainConfig *tc = &tr->tc;
     int T = tc->seq;
-    double total = 0.0;
-    int64_t done = 0;
-    while (done < nwin) {
-        int b = mt_trainer_windows(tr, data, done, nwin);
+    for (int j = 0; j < passes; j++) {
+        int real, b = mt_trainer_eval_pass(tr, data, lo, hi, j, &real);
         int64_t n = (int64_t)b * T * tc->cfg.C / (tc->tp && tc->tp->seqpar ? tc->tp->N : 1); /* this rank's rows */
         for (int stage = p->rank; stage < p->S; stage += p->P) {
             MtPipeChunk *ch = &p->ch[stage / p->P];
@@ -1246,19 +1244,18 @@ double mt_pipe_eval(MtPipe *p, const MtTokens *data, int64_t nwin)
                 mt_model_block_forward(&tc->cfg, &p->w, &a, l, x);
                 x = a.res3[l];
             }
-            if (ch->head)
+            if (ch->head) {
                 params_need(p, tc->cfg.L + 1, -1);
-            if (ch->head)
-                total += mt_model_head_forward(&tc->cfg, &p->w, &a, x, tr->targets, 0.0f);
-            else
+                mt_model_head_forward(&tc->cfg, &p->w, &a, x, tr->targets, 0.0f);
+                mt_eval_window_sums(a.losses, real, T, sums + (int64_t)j * tc->micro);
+            } else
                 mt_send(p->c, MT_GROUP_PP, x, n, (stage + 1) % p->P);
         }
-        done += b;
     }
-    mt_broadcast(p->c, MT_GROUP_PP, (float *)&total, 2, p->P - 1);
+    if (hi > lo) /* the doubles travel as pairs of floats, bits untouched */
+        mt_broadcast(p->c, MT_GROUP_PP, (float *)sums, 2 * (hi - lo), p->P - 1);
     if (fsdp(p))
         params_release(p); /* every step starts from empty slots, evaluated or not */
-    return nwin > 0 ? total / ((double)nwin * T) : 0.0;
 }
 
 int64_t mt_pipe_piece(void *ctx, int q, int k, int64_t *begin, int64_t *end)

@@ -114,10 +114,31 @@ void mt_trainer_update(MtTrainer *tr, MtStepStats *st);
 void mt_trainer_apply(MtTrainer *tr, double norm, MtStepStats *st);
 /* Fetches the step's batch from data and runs forward_backward + update. */
 void mt_trainer_step(MtTrainer *tr, const MtTokens *data, MtStepStats *st);
-/* Windows done.. of nwin (at most a micro-batch of them) into tr->inputs / tr->targets:
- * inputs tok[iT..iT+T-1], targets one further; returns how many. */
-int mt_trainer_windows(MtTrainer *tr, const MtTokens *data, int64_t done, int64_t nwin);
-/* Mean loss over windows i = 0..nwin-1 (inputs tok[iT..iT+T-1]), micro-batch-sized. */
+/* ---- evaluation: a validation loss that does not depend on the layout ----
+ * Window i of a token file: inputs tok[iT .. iT+T-1], targets one further (T = tc.seq).
+ * Its loss sum is its T token losses added in double in position order; the mean over n
+ * windows is their sums added in window order (double), divided by n T.  A token's loss does
+ * not depend on the other rows of its forward pass (row-invariant products, per-row
+ * kernels), so neither the micro-batch size nor the ranks that evaluate the windows change a
+ * bit of the result. */
+
+/* Rank r of D's share of n windows: [*lo, *hi), cut in shares of s = ceil(n / D) (the last
+ * ranks' may be short or empty), evaluated in *passes forward passes of at most micro
+ * windows: ceil(s / micro), the same on every rank (a forward that gathers parameters,
+ * FSDP, must be called as often on each).  Returns s. */
+int64_t mt_eval_share(int64_t n, int D, int r, int micro, int64_t *lo, int64_t *hi, int *passes);
+/* Pass j of windows [lo, hi) into tr->inputs / tr->targets: returns how many rows it has
+ * (at most a micro-batch); *real receives how many are windows of the range (0: window 0
+ * stands in, for a rank whose share ran out, and its loss is dropped). */
+int mt_trainer_eval_pass(MtTrainer *tr, const MtTokens *data, int64_t lo, int64_t hi, int j, int *real);
+/* The loss sums of n windows from their token losses (n x T floats) into sums. */
+void mt_eval_window_sums(const float *losses, int n, int T, double *sums);
+/* The mean loss of n windows from their sums (window order, double): 0 when n is 0. */
+double mt_eval_mean(const double *sums, int64_t n, int T);
+/* The loss sums of windows [lo, hi) into sums[0 .. hi-lo), in `passes` forward passes
+ * (>= those the range needs; see mt_eval_share). */
+void mt_trainer_eval_windows(MtTrainer *tr, const MtTokens *data, int64_t lo, int64_t hi, int passes, double *sums);
+/* Mean loss over windows 0 .. nwin-1 on this rank alone: the same bits as any layout's. */
 double mt_trainer_eval(MtTrainer *tr, const MtTokens *data, int64_t nwin);
 
 #endif

@@ -311,29 +311,68 @@ void mt_trainer_step(MtTrainer *tr, const MtTokens *data, MtStepStats *st)
     mt_trainer_update(tr, st);
 }
 
-int mt_trainer_windows(MtTrainer *tr, const MtTokens *data, int64_t done, int64_t nwin)
+int64_t mt_eval_share(int64_t n, int D, int r, int micro, int64_t *lo, int64_t *hi, int *passes)
 {
-    int T = tr->tc.seq, b = (int)(nwin - done < tr->tc.micro ? nwin - done : tr->tc.micro);
+    int64_t s = n > 0 ? (n + D - 1) / D : 0;
+    *lo = r * s < n ? r * s : n;
+    *hi = (r + 1) * s < n ? (r + 1) * s : n;
+    *passes = (int)((s + micro - 1) / micro);
+    return s;
+}
+
+int mt_trainer_eval_pass(MtTrainer *tr, const MtTokens *data, int64_t lo, int64_t hi, int j, int *real)
+{
+    int T = tr->tc.seq, micro = tr->tc.micro;
+    int64_t first = lo + (int64_t)j * micro, left = hi - first;
+    *real = left <= 0 ? 0 : left < micro ? (int)left : micro;
+    int b = *real > 0 ? *real : 1;
     for (int k = 0; k < b; k++) {
-        int64_t s = (done + k) * T;
+        int64_t s = *real > 0 ? (first + k) * T : 0;
         memcpy(tr->inputs + (int64_t)k * T, data->tok + s, sizeof(int32_t) * T);
         memcpy(tr->targets + (int64_t)k * T, data->tok + s + 1, sizeof(int32_t) * T);
     }
     return b;
 }
 
-double mt_trainer_eval(MtTrainer *tr, const MtTokens *data, int64_t nwin)
+void mt_eval_window_sums(const float *losses, int n, int T, double *sums)
+{
+    for (int i = 0; i < n; i++) {
+        double s = 0.0;
+        for (int t = 0; t < T; t++)
+            s += losses[(int64_t)i * T + t];
+        sums[i] = s;
+    }
+}
+
+double mt_eval_mean(const double *sums, int64_t n, int T)
+{
+    double total = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        total += sums[i];
+    return n > 0 ? total / ((double)n * T) : 0.0;
+}
+
+void mt_trainer_eval_windows(MtTrainer *tr, const MtTokens *data, int64_t lo, int64_t hi, int passes, double *sums)
 {
     const MtTrainConfig *tc = &tr->tc;
-    int T = tc->seq;
-    double total = 0.0;
-    int64_t done = 0;
-    while (done < nwin) {
-        int b = mt_trainer_windows(tr, data, done, nwin);
+    for (int j = 0; j < passes; j++) {
+        int real, b = mt_trainer_eval_pass(tr, data, lo, hi, j, &real);
         MtActs a = tr->acts; /* same buffers, fewer rows */
         a.B = b;
-        total += mt_model_forward(&tc->cfg, &tr->w, &a, tr->inputs, tr->targets, 0.0f, &tr->hooks);
-        done += b;
+        mt_model_forward(&tc->cfg, &tr->w, &a, tr->inputs, tr->targets, 0.0f, &tr->hooks);
+        mt_eval_window_sums(a.losses, real, tc->seq, sums + (int64_t)j * tc->micro);
     }
-    return nwin > 0 ? total / ((double)nwin * T) : 0.0;
+}
+
+double mt_trainer_eval(MtTrainer *tr, const MtTokens *data, int64_t nwin)
+{
+    double *sums = malloc(sizeof(double) * (size_t)(nwin > 0 ? nwin : 1));
+    MT_ASSERT(sums, "no memory for %lld window sums", (long long)nwin);
+    int64_t lo, hi;
+    int passes;
+    mt_eval_share(nwin, 1, 0, tr->tc.micro, &lo, &hi, &passes);
+    mt_trainer_eval_windows(tr, data, lo, hi, passes, sums);
+    double mean = mt_eval_mean(sums, nwin, tr->tc.seq);
+    free(sums);
+    return mean;
 }
