@@ -11,12 +11,13 @@
 
 int mt_cmd_bench_comm(int argc, char **argv)
 {
-    int ranks = 2, min_kib = 1, max_mib = 64, reps = 3, done;
+    int ranks = 2, min_kib = 1, max_mib = 64, reps = 3, dry = 0, done;
     Flag flags[] = {
-        {"ranks", FLAG_INT, &ranks, "ranks (launched through mpirun unless already under MPI)"},
-        {"min-kib", FLAG_INT, &min_kib, "smallest buffer, KiB"},
+        {"ranks", FLAG_INT, &ranks, "local ranks, launched through mpirun (under mpirun -np N: N, and this is ignored)"},
+        {"min-kib", FLAG_INT, &min_kib, "smallest buffer, KiB (sizes grow 4x)"},
         {"max-mib", FLAG_INT, &max_mib, "largest buffer, MiB"},
-        {"reps", FLAG_INT, &reps, "rounds per size (calls alternate meshtrain, raw)"},
+        {"reps", FLAG_INT, &reps, "rounds per size (calls alternate meshtrain, raw; the best is kept)"},
+        {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = mt_cli_parse(flags, n, argc - 2, argv + 2, "bench-comm",
@@ -25,6 +26,10 @@ int mt_cmd_bench_comm(int argc, char **argv)
         return rc;
     if (ranks < 1 || ranks > 64 || min_kib < 1 || max_mib < 1 || reps < 1 || (int64_t)min_kib > 1024LL * max_mib)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain bench-comm: need 1 <= --ranks <= 64, --min-kib <= --max-mib, --reps >= 1"));
+    if (dry) {
+        mt_flags_print(flags, n);
+        return 0;
+    }
     if (mt_launch(argc, argv, ranks) != 0)
         return 1;
     MtCommOptions opt = {.check = 0, .timeout_s = 120, .trace = 0};

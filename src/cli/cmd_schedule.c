@@ -223,17 +223,18 @@ static int from_trace(const MtSchedule *s, MtAction *const *lists, const int *n,
 
 int mt_cmd_schedule(int argc, char **argv)
 {
-    int P = 0, M = 0, V = 1, step = -1, done;
+    int P = 0, M = 0, V = 1, step = -1, dry = 0, done;
     const char *sched = "1f1b", *svg = NULL, *costs = "1,1,1", *trace = NULL;
     Flag flags[] = {
-        {"pp", FLAG_INT, &P, "pipeline ranks"},
-        {"microbatches", FLAG_INT, &M, "micro-batches per step"},
-        {"schedule", FLAG_STR, &sched, "naive gpipe 1f1b interleaved zb"},
-        {"virtual-stages", FLAG_INT, &V, "model chunks per rank (interleaved)"},
-        {"costs", FLAG_STR, &costs, "whole time units of F,B,W (without a split B costs B+W)"},
-        {"svg", FLAG_STR, &svg, "also draw the timeline into this SVG file"},
-        {"from-trace", FLAG_STR, &trace, "a run's --trace: check its measured order, draw it beside the plan"},
-        {"step", FLAG_INT, &step, "with --from-trace: the step to show (default: the last traced)"},
+        {"pp", FLAG_INT, &P, "pipeline ranks P", NULL, 1},
+        {"microbatches", FLAG_INT, &M, "micro-batches per step M", NULL, 1},
+        {"schedule", FLAG_STR, &sched, "naive, gpipe, 1f1b, interleaved or zb"},
+        {"virtual-stages", FLAG_INT, &V, "model chunks per rank V (interleaved)"},
+        {"costs", FLAG_STR, &costs, "whole time units of F,B,W (where B and W are not split, B costs B+W)", "F,B,W"},
+        {"svg", FLAG_STR, &svg, "also draw the timeline into this SVG file", "FILE"},
+        {"from-trace", FLAG_STR, &trace, "a run's --trace: check its measured order, draw it beside the plan", "FILE"},
+        {"step", FLAG_INT, &step, "with --from-trace: the step to show (-1: the last traced)"},
+        {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]);
     int rc = mt_cli_parse(flags, nflags, argc, argv, "schedule",
@@ -256,6 +257,10 @@ int mt_cmd_schedule(int argc, char **argv)
     MtStatus st = mt_schedule_check(&s);
     if (st != MT_OK)
         return mt_cli_fail(mt_error_prefix(st, "meshtrain schedule"));
+    if (dry) {
+        mt_flags_print(flags, nflags);
+        return 0;
+    }
     FILE *f = NULL;
     if (svg && !trace && !(f = fopen(svg, "w")))
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain schedule: cannot write --svg %s", svg));

@@ -34,17 +34,23 @@ static int env_threads(void)
     return (int)n;
 }
 
-int mt_cli_setup_threads(int threads, const char *cmd)
+int mt_cli_threads(int threads, int local_ranks)
 {
-    if (threads < 0)
-        return mt_error(MT_EINPUT, "meshtrain %s: --threads %d must be >= 0", cmd, threads), -1;
     if (threads == 0)
         threads = env_threads();
     if (threads == 0) { /* the machine's cores, shared by the job's ranks on it */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores > 0 ? (int)cores / mt_local_ranks() : 1;
+        threads = cores > 0 ? (int)cores / (local_ranks > 0 ? local_ranks : 1) : 1;
         threads = threads > 0 ? threads : 1;
     }
+    return threads;
+}
+
+int mt_cli_setup_threads(int threads, const char *cmd)
+{
+    if (threads < 0)
+        return mt_error(MT_EINPUT, "meshtrain %s: --threads %d must be >= 0", cmd, threads), -1;
+    threads = mt_cli_threads(threads, mt_local_ranks());
     mt_gemm_setup(threads);
     mt_kernels_set_threads(threads);
     return threads;
@@ -101,12 +107,13 @@ int mt_cmd_prepare(int argc, char **argv)
 {
     const char *input = NULL, *out = NULL;
     float val_frac = 0.1f;
-    int force = 0, done;
+    int force = 0, dry = 0, done;
     Flag flags[] = {
-        {"input", FLAG_STR, &input, "text file (UTF-8 or any bytes)"},
-        {"out", FLAG_STR, &out, "output directory (created)"},
-        {"val-frac", FLAG_FLOAT, &val_frac, "last fraction of the text kept for validation"},
+        {"input", FLAG_STR, &input, "text file (UTF-8 or any bytes)", "FILE", 1},
+        {"out", FLAG_STR, &out, "output directory (created)", "DIR", 1},
+        {"val-frac", FLAG_FLOAT, &val_frac, "last fraction of the text kept for validation (val.bin)"},
         {"force", FLAG_BOOL, &force, "replace existing train.bin / val.bin"},
+        {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = mt_cli_parse(flags, n, argc, argv, "prepare",
@@ -123,6 +130,13 @@ int mt_cmd_prepare(int argc, char **argv)
     if (!force && (access(tpath, F_OK) == 0 || access(vpath, F_OK) == 0))
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: %s already holds train.bin or val.bin "
                                     "(use --force to replace them)", out));
+    if (dry) {
+        if (access(input, R_OK) != 0)
+            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: cannot read --input %s: %s", input,
+                                        strerror(errno)));
+        mt_flags_print(flags, n);
+        return 0;
+    }
     unsigned char *text;
     int64_t len;
     MtStatus s = mt_file_read(input, &text, &len);
@@ -188,15 +202,16 @@ static MtStatus load_model(const char *dir, int micro, int seq, MtTrainer *tr)
 int mt_cmd_eval(int argc, char **argv)
 {
     const char *ckpt = NULL, *data = NULL, *text = NULL;
-    int seq = 0, batch = 8, max_batches = 0, threads = 0, done;
+    int seq = 0, batch = 8, max_batches = 0, threads = 0, dry = 0, done;
     Flag flags[] = {
-        {"ckpt", FLAG_STR, &ckpt, "checkpoint directory"},
-        {"data", FLAG_STR, &data, "token file"},
-        {"text", FLAG_STR, &text, "plain text file, tokenized with the checkpoint's tokenizer"},
-        {"seq-len", FLAG_INT, &seq, "window length (0: the context length)"},
-        {"batch-size", FLAG_INT, &batch, "windows per forward pass"},
-        {"max-batches", FLAG_INT, &max_batches, "at most this many batches (0: all windows)"},
-        {"threads", FLAG_INT, &threads, "threads (0: one per core)"},
+        {"ckpt", FLAG_STR, &ckpt, "checkpoint directory", "DIR", 1},
+        {"data", FLAG_STR, &data, "token file (this or --text)", "FILE"},
+        {"text", FLAG_STR, &text, "plain text file, tokenized with the checkpoint's tokenizer (this or --data)", "FILE"},
+        {"seq-len", FLAG_INT, &seq, "window length T (0: the checkpoint's context length)"},
+        {"batch-size", FLAG_INT, &batch, "windows per forward pass (the loss does not depend on it)"},
+        {"max-batches", FLAG_INT, &max_batches, "at most this many batches, the first windows (0: every window)"},
+        {"threads", FLAG_INT, &threads, MT_HELP_THREADS},
+        {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = mt_cli_parse(flags, n, argc, argv, "eval",
@@ -207,7 +222,7 @@ int mt_cmd_eval(int argc, char **argv)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain eval: --ckpt DIR and exactly one of --data or --text are required"));
     if (batch < 1 || max_batches < 0 || seq < 0 || threads < 0)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain eval: --batch-size must be >= 1, other counts >= 0"));
-    if (mt_cli_setup_threads(threads, "eval") < 0)
+    if ((threads = mt_cli_setup_threads(threads, "eval")) < 0)
         return mt_cli_fail(MT_EINPUT);
     MtTokens tok = {0};
     MtStatus s;
@@ -246,7 +261,10 @@ int mt_cmd_eval(int argc, char **argv)
     else if (nwin < 1)
         rc = mt_cli_fail(mt_error(MT_EINPUT, "meshtrain eval: %lld tokens are fewer than one window of %d + 1",
                                   (long long)tok.count, T));
-    else {
+    else if (dry) {
+        seq = T;
+        mt_flags_print(flags, n);
+    } else {
         double loss = mt_trainer_eval(&tr, &tok, nwin);
         printf("windows %lld of %d tokens\n", (long long)nwin, T);
         printf("loss %.9g\n", loss);
@@ -304,17 +322,18 @@ static int sample_token(const float *logits, int V, float temperature, int top_k
 int mt_cmd_sample(int argc, char **argv)
 {
     const char *ckpt = NULL, *prompt = "";
-    int ntok = 200, top_k = 40, threads = 0, done;
+    int ntok = 200, top_k = 40, threads = 0, dry = 0, done;
     float temperature = 0.8f;
     uint64_t seed = 1;
     Flag flags[] = {
-        {"ckpt", FLAG_STR, &ckpt, "checkpoint directory"},
-        {"prompt", FLAG_STR, &prompt, "text to continue"},
+        {"ckpt", FLAG_STR, &ckpt, "checkpoint directory", "DIR", 1},
+        {"prompt", FLAG_STR, &prompt, "text to continue (empty: start from a newline)", "TEXT"},
         {"tokens", FLAG_INT, &ntok, "tokens to generate"},
         {"temperature", FLAG_FLOAT, &temperature, "softmax temperature (0: greedy)"},
-        {"top-k", FLAG_INT, &top_k, "sample among the k most likely (0: all)"},
-        {"seed", FLAG_U64, &seed, "sampling seed"},
-        {"threads", FLAG_INT, &threads, "threads (0: one per core)"},
+        {"top-k", FLAG_INT, &top_k, "sample among the k most likely tokens (0: all)"},
+        {"seed", FLAG_U64, &seed, "sampling seed (the same seed, the same text)"},
+        {"threads", FLAG_INT, &threads, MT_HELP_THREADS},
+        {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = mt_cli_parse(flags, n, argc, argv, "sample", "Generate text from a checkpoint.", &done);
@@ -324,7 +343,7 @@ int mt_cmd_sample(int argc, char **argv)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain sample: --ckpt DIR is required"));
     if (ntok < 0 || top_k < 0 || temperature < 0 || threads < 0)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain sample: --tokens, --top-k, --temperature must be >= 0"));
-    if (mt_cli_setup_threads(threads, "sample") < 0)
+    if ((threads = mt_cli_setup_threads(threads, "sample")) < 0)
         return mt_cli_fail(MT_EINPUT);
     MtConfig cfg;
     MtStatus s = mt_ckpt_read_config(ckpt, &cfg);
@@ -335,6 +354,12 @@ int mt_cmd_sample(int argc, char **argv)
             return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain sample: the prompt's byte 0x%02x (at offset %d) is not "
                                         "a token of the checkpoint's vocabulary of %d", *b,
                                         (int)(b - (const unsigned char *)prompt), cfg.V));
+    if (dry) {
+        if ((s = mt_ckpt_check_shapes(ckpt, &cfg, 0)) != MT_OK)
+            return mt_cli_fail(mt_error_prefix(s, "meshtrain sample"));
+        mt_flags_print(flags, n);
+        return 0;
+    }
     MtTrainer tr;
     s = load_model(ckpt, 1, 0, &tr);
     if (s != MT_OK)
@@ -389,7 +414,7 @@ int mt_cmd_bench(int argc, char **argv)
 {
     MtTrainConfig tc = {0};
     int layers = 4, heads = 4, dim = 256, seq = 256, vocab = 256, batch = 8, micro = 0, threads = 0;
-    int steps = 10, warmup = 2, done;
+    int steps = 10, warmup = 2, dry = 0, done;
     Flag flags[] = {
         {"layers", FLAG_INT, &layers, "transformer blocks"},
         {"heads", FLAG_INT, &heads, "attention heads"},
@@ -397,10 +422,11 @@ int mt_cmd_bench(int argc, char **argv)
         {"seq-len", FLAG_INT, &seq, "sequence length"},
         {"vocab", FLAG_INT, &vocab, "vocabulary size"},
         {"batch-size", FLAG_INT, &batch, "sequences per step"},
-        {"micro-batch-size", FLAG_INT, &micro, "sequences per micro-batch (0: = batch size)"},
-        {"threads", FLAG_INT, &threads, "threads (0: one per core)"},
+        {"micro-batch-size", FLAG_INT, &micro, "sequences per micro-batch (0: the batch size)"},
+        {"threads", FLAG_INT, &threads, MT_HELP_THREADS},
         {"steps", FLAG_INT, &steps, "timed steps"},
         {"warmup", FLAG_INT, &warmup, "untimed steps first"},
+        {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = mt_cli_parse(flags, n, argc, argv, "bench",
@@ -416,6 +442,12 @@ int mt_cmd_bench(int argc, char **argv)
     tc.seed = 1;
     if ((tc.threads = mt_cli_setup_threads(threads, "bench")) < 0)
         return mt_cli_fail(MT_EINPUT);
+    if (dry) {
+        micro = tc.micro;
+        threads = tc.threads;
+        mt_flags_print(flags, n);
+        return 0;
+    }
     tc.oc = (MtOptimConfig){.lr = 1e-4f, .min_lr_frac = 1.0f, .steps = steps + warmup, .beta1 = 0.9f,
                             .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
     MtTrainer tr;

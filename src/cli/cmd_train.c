@@ -26,7 +26,8 @@ typedef struct {
     const char *data, *save, *resume, *log_json, *trace;
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
-    int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks, plan;
+    int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks, plan,
+        dry_run;
     float comm_timeout, bucket_mb;
     const char *schedule, *stage_layers, *recompute_mode;
     uint64_t seed;
@@ -421,57 +422,73 @@ int mt_cmd_train(int full_argc, char **full_argv)
                    .dp = 1, .tp = 1, .pp = 1, .vstages = 1, .schedule = "1f1b", .recompute_mode = "none", .seed = 1337,
                    .comm_timeout = 60.0f, .bucket_mb = 25.0f};
     Flag flags[] = {
-        {"layers", FLAG_INT, &a.layers, "transformer blocks"},
-        {"heads", FLAG_INT, &a.heads, "attention heads"},
-        {"dim", FLAG_INT, &a.dim, "width (channels)"},
-        {"seq-len", FLAG_INT, &a.seq_len, "training sequence length"},
-        {"context", FLAG_INT, &a.ctx, "context length n_positions (0: = --seq-len)"},
-        {"vocab", FLAG_INT, &a.vocab, "vocabulary size"},
-        {"data", FLAG_STR, &a.data, "directory with train.bin (and val.bin)"},
-        {"batch-size", FLAG_INT, &a.batch, "sequences per step (global)"},
-        {"micro-batch-size", FLAG_INT, &a.micro, "sequences per micro-batch (0: = batch size)"},
-        {"lr", FLAG_FLOAT, &a.lr, "peak learning rate"},
-        {"min-lr-frac", FLAG_FLOAT, &a.min_lr_frac, "cosine decays to lr * this"},
+        {"layers", FLAG_INT, &a.layers, "transformer blocks L"},
+        {"heads", FLAG_INT, &a.heads, "attention heads (dividing --dim)"},
+        {"dim", FLAG_INT, &a.dim, "width C (channels)"},
+        {"seq-len", FLAG_INT, &a.seq_len, "training sequence length T"},
+        {"context", FLAG_INT, &a.ctx, "context length n_positions, >= --seq-len (0: --seq-len)"},
+        {"vocab", FLAG_INT, &a.vocab, "vocabulary size (>= the data's)"},
+        {"data", FLAG_STR, &a.data, "directory with train.bin (and val.bin for the validation loss): meshtrain prepare",
+         "DIR", 1},
+        {"batch-size", FLAG_INT, &a.batch, "sequences per optimizer step, over all ranks (global)"},
+        {"micro-batch-size", FLAG_INT, &a.micro, "sequences per forward/backward pass (0: batch / --microbatches when "
+         "that is given, else batch / dp: one micro-batch per dp rank, as DDP)"},
+        {"microbatches", FLAG_INT, &a.microbatches, "micro-batches per step M; either this or --micro-batch-size sets "
+         "the other (0: batch / micro-batch size)"},
+        {"lr", FLAG_FLOAT, &a.lr, "peak learning rate (linear warm-up, then cosine)"},
+        {"min-lr-frac", FLAG_FLOAT, &a.min_lr_frac, "the cosine decays to lr x this at --steps"},
         {"warmup", FLAG_INT, &a.warmup, "linear warm-up steps"},
         {"weight-decay", FLAG_FLOAT, &a.wd, "AdamW decoupled weight decay (2-D weights only)"},
         {"beta1", FLAG_FLOAT, &a.beta1, "AdamW beta1"},
         {"beta2", FLAG_FLOAT, &a.beta2, "AdamW beta2"},
         {"grad-clip", FLAG_FLOAT, &a.clip, "global gradient-norm clip (0: off)"},
-        {"steps", FLAG_INT, &a.steps, "total optimizer steps"},
-        {"seed", FLAG_U64, &a.seed, "seed of initialisation and data order"},
-        {"threads", FLAG_INT, &a.threads, "threads per rank (0: one per core)"},
-        {"save", FLAG_STR, &a.save, "checkpoint directory written at the end"},
+        {"steps", FLAG_INT, &a.steps, "total optimizer steps, counted from the start (a resumed run ends there too)"},
+        {"seed", FLAG_U64, &a.seed, "seed of the initialisation and the data order"},
+        {"threads", FLAG_INT, &a.threads, MT_HELP_THREADS},
+        {"save", FLAG_STR, &a.save, "checkpoint directory written at the end (replaced atomically)", "DIR"},
         {"save-every", FLAG_INT, &a.save_every, "also save every N steps (0: only at the end)"},
-        {"exit-interval", FLAG_INT, &a.exit_interval, "stop (and save) once the step is a multiple of N"},
-        {"resume", FLAG_STR, &a.resume, "continue from this checkpoint directory"},
-        {"eval-every", FLAG_INT, &a.eval_every, "validation loss every N steps (0: only at the end)"},
-        {"eval-batches", FLAG_INT, &a.eval_batches, "micro-batches of validation windows"},
-        {"log-every", FLAG_INT, &a.log_every, "progress line every N steps"},
-        {"log-json", FLAG_STR, &a.log_json, "per-step JSON lines to this file"},
-        {"dp", FLAG_INT, &a.dp, "data-parallel degree"},
-        {"tp", FLAG_INT, &a.tp, "tensor-parallel degree"},
-        {"pp", FLAG_INT, &a.pp, "pipeline-parallel degree"},
-        {"zero", FLAG_INT, &a.zero, "ZeRO stage: 0 DDP, 1 optimizer state, 2 + gradients, 3 FSDP (+ parameters)"},
-        {"shard-size", FLAG_INT, &a.shard, "hybrid sharding: shard over groups of this many dp ranks, replicate across them (0: all)"},
-        {"bucket-mb", FLAG_FLOAT, &a.bucket_mb, "DDP gradient bucket size in MiB (0: one bucket per unit)"},
-        {"schedule", FLAG_STR, &a.schedule, "pipeline schedule: naive gpipe 1f1b interleaved zb"},
-        {"microbatches", FLAG_INT, &a.microbatches, "pipeline micro-batches"},
-        {"virtual-stages", FLAG_INT, &a.vstages, "interleaved stages per rank"},
-        {"sequence-parallel", FLAG_BOOL, &a.seqpar, "sequence parallelism with TP"},
-        {"plan", FLAG_BOOL, &a.plan, "print each rank's planned bytes (mt_plan_memory) and exit"},
-        {"tp-blocks", FLAG_INT, &a.tp_blocks, "bit-exact TP: every split sum as K fixed blocks (a power of two, a multiple of --tp; 0: K = --tp)"},
-        {"recompute", FLAG_STR, &a.recompute_mode, "activation recomputation: none attn full"},
-        {"stage-layers", FLAG_STR, &a.stage_layers, "blocks per pipeline stage, e.g. 3,2,2 (default: even, first stages take the extra)"},
+        {"exit-interval", FLAG_INT, &a.exit_interval, "stop (and save) once the step is a multiple of N (0: never)"},
+        {"resume", FLAG_STR, &a.resume, "continue this checkpoint: weights, moments, step, data position; settings "
+         "not given continue the checkpoint's", "DIR"},
+        {"eval-every", FLAG_INT, &a.eval_every, "validation loss every N steps and at the end (0: only at the end)"},
+        {"eval-batches", FLAG_INT, &a.eval_batches, "validation set: the first N x --batch-size sequences of val.bin "
+         "(at most what it holds), the same on every layout (0: no validation)"},
+        {"log-every", FLAG_INT, &a.log_every, "progress line every N steps (0: only the first, the last and those "
+         "evaluated)"},
+        {"log-json", FLAG_STR, &a.log_json, "one JSON object per step to this file", "FILE"},
+        {"dp", FLAG_INT, &a.dp, "data-parallel degree; the job has dp x tp x pp ranks: started by hand, meshtrain "
+         "launches them on this machine through mpirun; under mpirun -np N, N must be dp x tp x pp"},
+        {"tp", FLAG_INT, &a.tp, "tensor-parallel degree (dividing --heads)"},
+        {"pp", FLAG_INT, &a.pp, "pipeline stages (at most --layers)"},
+        {"zero", FLAG_INT, &a.zero, "with --dp: 0 DDP, 1 ZeRO-1 (optimizer state sharded), 2 ZeRO-2 (+ gradients), "
+         "3 FSDP (+ parameters)"},
+        {"shard-size", FLAG_INT, &a.shard, "hybrid sharding: ZeRO shards over groups of this many dp ranks and "
+         "replicates across them (0: one group of all)"},
+        {"bucket-mb", FLAG_FLOAT, &a.bucket_mb, "DDP gradient bucket in MiB (0: one bucket per unit)"},
+        {"schedule", FLAG_STR, &a.schedule, "pipeline schedule with --pp: naive, gpipe, 1f1b, interleaved or zb"},
+        {"virtual-stages", FLAG_INT, &a.vstages, "model chunks per rank for --schedule interleaved"},
+        {"stage-layers", FLAG_STR, &a.stage_layers, "blocks per pipeline stage, e.g. 3,2,2 (not given: even, the "
+         "first stages take the extra blocks)", "a,b,.."},
+        {"recompute", FLAG_STR, &a.recompute_mode, "activation recomputation: none, attn or full"},
+        {"sequence-parallel", FLAG_BOOL, &a.seqpar, "with --tp: LayerNorms and residuals split over the sequence"},
+        {"tp-blocks", FLAG_INT, &a.tp_blocks, "bit-exact TP: every split sum as K fixed blocks, a power of two and a "
+         "multiple of --tp (0: K = --tp)"},
         {"deterministic", FLAG_BOOL, &a.deterministic, "fixed-order reductions (the default; kept for clarity)"},
         {"fast-comm", FLAG_BOOL, &a.fast_comm, "MPI's own reductions instead of the fixed order (not bit-exact)"},
-        {"comm-timeout", FLAG_FLOAT, &a.comm_timeout, "seconds a rank waits in one operation before giving up"},
-        {"check-collectives", FLAG_BOOL, &a.check_coll, "verify collective signatures across ranks"},
-        {"trace", FLAG_STR, &a.trace, "Chrome trace of the run's communication (one row per rank)"},
+        {"comm-timeout", FLAG_FLOAT, &a.comm_timeout, "seconds a rank waits in one operation before it stops the job"},
+        {"check-collectives", FLAG_BOOL, &a.check_coll, "every collective first checks that its group agrees"},
+        {"trace", FLAG_STR, &a.trace, "Chrome trace of the run's communication (one row per rank)", "FILE"},
+        {"plan", FLAG_BOOL, &a.plan, "print each rank's planned bytes (memory and traffic) and exit"},
+        {"dry-run", FLAG_BOOL, &a.dry_run, MT_HELP_DRY_RUN},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]);
     int done;
     int prc = mt_cli_parse(flags, nflags, argc, argv, "train",
-                           "Train a GPT-2 model on a prepared token directory.", &done);
+                           "Train a GPT-2 model on a prepared token directory (meshtrain prepare).\n"
+                           "Layouts: --dp, --tp and --pp make a job of dp x tp x pp ranks. Started by hand, meshtrain\n"
+                           "launches them on this machine through mpirun (adding --oversubscribe, and\n"
+                           "--allow-run-as-root as root); under mpirun -np N (a cluster, a hostfile) it uses that world.\n"
+                           "Every layout gives the bits of one rank (tp: of one rank with --tp-blocks K).", &done);
     if (done)
         return prc;
     MtStatus s;
@@ -627,6 +644,14 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     /* ---- ranks: re-executed under mpirun when started by hand with several ---- */
     int ranks = a.dp * a.tp * a.pp;
+    if (a.dry_run) { /* every setting as the ranks will run it */
+        a.layers = tc.cfg.L, a.heads = tc.cfg.NH, a.dim = tc.cfg.C, a.vocab = tc.cfg.V, a.ctx = tc.cfg.T;
+        a.micro = tc.micro, a.microbatches = tc.batch / tc.micro;
+        a.tp_blocks = a.tp_blocks ? a.tp_blocks : a.tp;
+        a.threads = mt_cli_threads(a.threads, mt_launched_by_mpi() ? mt_local_ranks() : ranks);
+        mt_flags_print(flags, nflags);
+        goto out_data;
+    }
     if (ranks > 1 && !mt_launched_by_mpi()) {
         mt_tokens_free(&train);
         mt_tokens_free(&val);
@@ -772,8 +797,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
         nparams += tpe.whole[q].numel - tr.table[q].numel;
     printf("meshtrain train: %d layers, %d heads, width %d, context %d, vocab %d: %.2fM parameters\n",
            tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.T, tc.cfg.V, nparams / 1e6);
-    printf("  batch %d x %d tokens (micro-batch %d), %d steps from step %lld, %d threads, %s\n",
-           tc.batch, tc.seq, tc.micro, a.steps, (long long)tr.step, tc.threads, mt_gemm_name());
+    printf("  batch %d x %d tokens (micro-batch %d), %d step%s from step %lld, %d thread%s, %s\n", tc.batch, tc.seq,
+           tc.micro, a.steps, a.steps == 1 ? "" : "s", (long long)tr.step, tc.threads, tc.threads == 1 ? "" : "s",
+           mt_gemm_name());
     if (tpp)
         printf("  tensor parallel: tp %d, %d blocks per split sum, vocabulary padded to %lld; logits %.2f MiB per rank "
                "(micro-batch x %d x %lld)\n", tpe.ctx.N, tpe.ctx.K, (long long)tpe.ctx.Vp,

@@ -96,20 +96,69 @@ MtStatus mt_flags_parse(Flag *flags, int n, int argc, char **argv, const char *c
     return MT_OK;
 }
 
+/* a flag's value as the help and the dry run print it: "" for a string not given */
+static void value_text(const Flag *f, char *out, size_t n)
+{
+    switch (f->type) {
+    case FLAG_INT: snprintf(out, n, "%d", *(int *)f->dst); break;
+    case FLAG_U64: snprintf(out, n, "%llu", (unsigned long long)*(uint64_t *)f->dst); break;
+    case FLAG_FLOAT: snprintf(out, n, "%g", *(float *)f->dst); break;
+    case FLAG_STR: snprintf(out, n, "%s", *(const char **)f->dst ? *(const char **)f->dst : ""); break;
+    case FLAG_BOOL: snprintf(out, n, "%s", *(int *)f->dst ? "on" : "off"); break;
+    }
+}
+
+/* text from column `indent` (the cursor is there), broken at spaces before column `width`;
+ * a \1 is a space that does not break */
+static void wrap(const char *text, int indent, int width)
+{
+    int col = indent, fresh = 1;
+    const char *w = text;
+    while (*w) {
+        const char *e = strchr(w, ' ');
+        int len = e ? (int)(e - w) : (int)strlen(w);
+        if (!fresh && col > indent && col + 1 + len > width) {
+            printf("\n%*s", indent, "");
+            col = indent;
+            fresh = 1;
+        }
+        if (!fresh)
+            putchar(' '), col++;
+        for (int k = 0; k < len; k++)
+            putchar(w[k] == 1 ? ' ' : w[k]);
+        col += len;
+        fresh = 0;
+        w += len;
+        while (*w == ' ')
+            w++;
+    }
+    printf("\n");
+}
+
 void mt_flags_usage(const Flag *flags, int n, const char *cmd, const char *summary)
 {
     printf("usage: meshtrain %s [flags]\n%s\n\nflags:\n", cmd, summary);
     for (int i = 0; i < n; i++) {
         const Flag *f = &flags[i];
-        char def[64] = "";
-        switch (f->type) {
-        case FLAG_INT: snprintf(def, sizeof def, "%d", *(int *)f->dst); break;
-        case FLAG_U64: snprintf(def, sizeof def, "%llu", (unsigned long long)*(uint64_t *)f->dst); break;
-        case FLAG_FLOAT: snprintf(def, sizeof def, "%g", *(float *)f->dst); break;
-        case FLAG_STR: snprintf(def, sizeof def, "%s", *(const char **)f->dst ? *(const char **)f->dst : ""); break;
-        case FLAG_BOOL: break;
-        }
-        printf("  --%-20s %s%s%s%s\n", f->name, f->help, def[0] ? " (default: " : "", def,
-               def[0] ? ")" : "");
+        char def[256] = "", lhs[64];
+        const char *meta = f->meta ? f->meta : f->type == FLAG_INT || f->type == FLAG_U64 ? "N"
+                         : f->type == FLAG_FLOAT ? "X" : f->type == FLAG_STR ? "S" : "";
+        snprintf(lhs, sizeof lhs, "--%s%s%s", f->name, meta[0] ? " " : "", meta);
+        if (f->type != FLAG_BOOL && !f->required)
+            value_text(f, def, sizeof def);
+        char text[1024];
+        snprintf(text, sizeof text, "%s%s%s%s", f->help, f->required ? " (required)" : def[0] ? " (default:\1" : "",
+                 f->required ? "" : def, !f->required && def[0] ? ")" : "");
+        printf("  %-26s ", lhs);
+        wrap(text, 29, 100);
+    }
+}
+
+void mt_flags_print(const Flag *flags, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char v[4200];
+        value_text(&flags[i], v, sizeof v);
+        printf("--%s %s\n", flags[i].name, v[0] ? v : "-");
     }
 }

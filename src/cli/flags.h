@@ -1,6 +1,11 @@
 /* flags.h - a table-driven command-line flag parser for the subcommands.
  * `--name value` or `--name=value`; booleans take no value.  Any unknown flag, missing
- * value or malformed number is MT_EINPUT with one line naming the flag. */
+ * value or malformed number is MT_EINPUT with one line naming the flag.
+ *
+ * The table is the one source of a subcommand's flags: the parser reads it, `--help` prints
+ * it (each flag's default is the value its variable holds before parsing, so the printed
+ * default is the one used), and `--dry-run` prints the values after the command has
+ * resolved them (what a 0 stands for becomes the number the run uses). */
 #ifndef MT_FLAGS_H
 #define MT_FLAGS_H
 
@@ -14,12 +19,17 @@ typedef struct Flag {
     const char *name; /* without the leading dashes */
     FlagType type;
     void *dst;        /* int*, float*, const char**, int*, uint64_t* */
-    const char *help;
+    const char *help; /* says what 0 (or another special value) means where it means more than 0 */
+    const char *meta; /* the value's name in the help (DIR, FILE, ...); NULL: N, X or S by type */
+    int required;     /* the help says "required" instead of a default */
     int set;          /* filled by the parser: given on the command line */
 } Flag;
 
 MtStatus mt_flags_parse(Flag *flags, int n, int argc, char **argv, const char *cmd, int *help);
 void mt_flags_usage(const Flag *flags, int n, const char *cmd, const char *summary);
 const Flag *mt_flag_find(const Flag *flags, int n, const char *name);
+/* Every flag's current value, one `--name value` line each (booleans: on or off, strings
+ * not given: "-"): what a dry run prints once the command has resolved its settings. */
+void mt_flags_print(const Flag *flags, int n);
 
 #endif

@@ -7,15 +7,21 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: meshtrain <command> [flags]   (meshtrain <command> --help for its flags)\n"
+            "usage: meshtrain <command> [flags]   (meshtrain <command> --help: its flags and their defaults)\n"
             "commands:\n"
-            "  prepare   turn a text file into train.bin and val.bin token files\n"
-            "  train     train a GPT-2 model\n"
-            "  eval      mean next-token loss of a checkpoint on a token or text file\n"
-            "  sample    generate text from a checkpoint\n"
-            "  bench     time full training steps on random data (prints JSON)\n"
+            "  prepare     turn a text file into train.bin and val.bin token files\n"
+            "  train       train a GPT-2 model, on one rank or on any dp x tp x pp layout\n"
+            "  eval        mean next-token loss of a checkpoint on a token or text file\n"
+            "  sample      generate text from a checkpoint\n"
+            "  bench       time full training steps on random data (prints JSON)\n"
             "  bench-comm  bus bandwidth of the collectives, meshtrain's layer against raw MPI\n"
-            "  schedule  print a pipeline schedule's timeline per rank and its simulated bubble\n");
+            "  schedule    print a pipeline schedule's timeline per rank and its simulated bubble\n"
+            "\n"
+            "Parallel runs: train --dp D --tp T --pp P is a job of D x T x P ranks. Started by hand, meshtrain\n"
+            "launches them on this machine through mpirun itself (with --oversubscribe, and --allow-run-as-root\n"
+            "as root). Under an explicit mpirun -np N (a cluster, a hostfile) it uses that world, and N must be\n"
+            "D x T x P; as root, Open MPI wants --allow-run-as-root there too. Every layout gives one rank's bits.\n"
+            "Every command accepts --dry-run: it checks the input and prints the settings it would use.\n");
 }
 
 int main(int argc, char **argv)

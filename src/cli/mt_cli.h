@@ -17,6 +17,13 @@ int mt_cmd_bench_comm(int argc, char **argv);
  * (and well formed), else the cores shared by this machine's ranks.  Returns the count,
  * or -1 with the error set when threads < 0. */
 int mt_cli_setup_threads(int threads, const char *cmd);
+/* What --threads t resolves to for a process among local_ranks ranks on this machine:
+ * t when > 0, else OMP_NUM_THREADS if set (and well formed), else cores / local_ranks
+ * (at least 1).  Sets nothing up. */
+int mt_cli_threads(int threads, int local_ranks);
+/* The help text of --threads and of --dry-run, the same in every subcommand. */
+#define MT_HELP_THREADS "threads of this process: BLAS and kernels; results do not depend on it (0: OMP_NUM_THREADS if set, else this machine's cores / its ranks)"
+#define MT_HELP_DRY_RUN "check the flags and files, print the settings this run would use (one --flag value per line, what 0 stands for resolved), and exit"
 /* Parses a subcommand's flags.  *done is set when the command should return at once with
  * the returned status: a bad flag (its line printed, 2) or --help (usage printed, 0). */
 typedef struct Flag Flag;
