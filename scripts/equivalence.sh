@@ -146,7 +146,7 @@ else
       rc_i=$((rc_i + 1))
       row $f
     done; done; done
-    # ZeRO with the matrix's 8 blocks over fewer tp ranks: refused (README), once per mesh
+    # ZeRO with the matrix's 8 blocks over fewer tp ranks: refused (docs/parallelism.md), once per mesh
     [ $dp -gt 1 ] && [ $tp -gt 1 ] && [ $tp -lt 8 ] && row K8 --dp $dp --tp $tp --pp $pp --zero 1
   done; done; done
 fi

@@ -7,9 +7,10 @@
 # many sequences were evaluated.
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-make_text "$T/text.txt"
-# 0.6% of the text as val.bin: a few dozen windows of 16 tokens
-$MT_BIN prepare --input "$T/text.txt" --out "$T/data" --val-frac 0.006 >/dev/null
+make_text "$T/all.txt"
+# 40,000 bytes of text, 3,421 of them val.bin: 213 windows of 16 tokens
+head -c 40000 "$T/all.txt" > "$T/text.txt"
+$MT_BIN prepare --input "$T/text.txt" --out "$T/data" --val-frac 0.08553 >/dev/null
 base="--data $T/data --layers 2 --heads 2 --dim 32 --seq-len 16 --batch-size 8 --steps 4 --warmup 1 --lr 3e-3
       --eval-every 2 --eval-batches 100 --log-every 0 --threads 1 --check-collectives"
 vals() { grep -o '"val_loss": [^,]*' "$1" | cut -d' ' -f2; }
