@@ -3,7 +3,8 @@
 # steps on every layout of at most 8 ranks (dp, tp, pp in 1, 2, 4, 8; ZeRO 0-3 over dp;
 # the schedules 1f1b, interleaved and zb over pp; sequence parallelism on and off over tp;
 # recomputation none / attn / full in turn; hybrid sharding on dp >= 4 for ZeRO 2 and 3),
-# each compared with one rank: its losses, its validation losses (steps 5 and 10),
+# each compared with one rank: its losses, its validation losses (steps 5 and 10, on 32
+# windows shared among the dp ranks),
 # model.safetensors and optimizer.safetensors.
 # Prints one row per layout: bit-identical, the largest relative difference of a tensor
 # (prog_stdiff), refused (the layout's one-line reason), or failed; and for
@@ -38,7 +39,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 cat src/*/*.c src/*/*.h > "$W/text.txt"
 $MT_BIN prepare --input "$W/text.txt" --out "$W/data" > /dev/null || exit 1
 model="--data $W/data --layers 8 --heads 8 --dim 64 --seq-len 16 --batch-size 16 --micro-batch-size 1 --steps 10
-       --warmup 2 --lr 3e-3 --eval-every 5 --log-every 0 --seed 5 --threads 1"
+       --warmup 2 --lr 3e-3 --eval-every 5 --eval-batches 2 --log-every 0 --seed 5 --threads 1"
 losses() { grep -o '"loss": [^,]*' "$1" | cut -d' ' -f2; }
 vals() { grep -o '"val_loss": [^,]*' "$1" | cut -d' ' -f2; }
 # plan_ok log flags...: every rank's params, grads, optimizer and activation bytes, and the
