@@ -25,12 +25,13 @@
 # refused: a layout that cannot be (16 stages of 8 layers) and ZeRO with 8 blocks over 2
 # tp ranks.  MT_BIN (default
 # build/meshtrain) and MT_DIFF (build/prog_stdiff) name the binaries.  Test hook:
-# MT_EQ_MUTATE=1 runs the layouts (not the references) with tensor parallelism's blocks
+# MT_EQ_MUTATE=1 runs the layouts (through MT_TEST_BIN, the command with its hooks) (not the references) with tensor parallelism's blocks
 # summed left to right, which the matrix must report.
 set -u
 cd "$(dirname "$0")/.."
 MT_BIN=${MT_BIN:-build/meshtrain}
 MT_DIFF=${MT_DIFF:-build/prog_stdiff}
+MT_TEST_BIN=${MT_TEST_BIN:-build/prog_meshtrain_test} # the command with its test hooks
 quick=0
 [ "${1:-}" = --quick ] && quick=1
 W=$(mktemp -d)
@@ -82,7 +83,7 @@ row() { # [K8] flags...: one layout against its reference (K8: --tp-blocks 8 und
   [ $k -gt 0 ] && kflag="--tp-blocks $k"
   local t0=$EPOCHREALTIME rc=0 result
   if [ "${MT_EQ_MUTATE:-0}" = 1 ]; then
-    MT_TEST_TP_LTR=1 $MT_BIN train $model $flags $kflag --save "$W/run" --log-json "$W/run.jsonl" > "$W/run.out" 2>&1 || rc=$?
+    MT_TEST_TP_LTR=1 $MT_TEST_BIN train $model $flags $kflag --save "$W/run" --log-json "$W/run.jsonl" > "$W/run.out" 2>&1 || rc=$?
   else
     $MT_BIN train $model $flags $kflag --save "$W/run" --log-json "$W/run.jsonl" > "$W/run.out" 2>&1 || rc=$?
   fi

@@ -2,6 +2,8 @@
 # directory $T (removed on exit), and fails on the first broken expectation.
 set -euo pipefail
 MT_BIN=${MT_BIN:-build/meshtrain}
+# the test build of the command: the same, with the MT_TEST_* hooks (tests/prog_meshtrain_test.c)
+MT_TEST_BIN=${MT_TEST_BIN:-$(dirname "$MT_BIN")/prog_meshtrain_test}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 nfail=0

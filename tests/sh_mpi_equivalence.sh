@@ -9,7 +9,7 @@
 # with tensor parallelism's blocks summed left to right in the layouts (its test hook) it
 # reports the difference and exits 1.
 source "$(dirname "$0")/lib.sh"
-export MT_DIFF=${MT_BUILD:-build}/prog_stdiff
+export MT_DIFF=${MT_BUILD:-build}/prog_stdiff MT_TEST_BIN
 rc=0
 bash scripts/equivalence.sh --quick > "$T/eq.out" 2>&1 || rc=$?
 cat "$T/eq.out"

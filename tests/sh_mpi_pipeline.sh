@@ -51,7 +51,7 @@ train rc_one $eq --layers 4 --micro-batch-size 1 --recompute full
 same_run "one rank --recompute full" "$T/ref_L4_M8" "$T/rc_one"
 train rc_dp $eq --layers 4 --micro-batch-size 1 --dp 2 --zero 3 --recompute attn
 same_run "dp 2 FSDP --recompute attn" "$T/ref_L4_M8" "$T/rc_dp"
-MT_TEST_LTR_STAGE=1 train ltr $eq --layers 4 --pp 2 --microbatches 8
+MT_BIN=$MT_TEST_BIN MT_TEST_LTR_STAGE=1 train ltr $eq --layers 4 --pp 2 --microbatches 8
 cmp -s "$T/ref_L4_M8/model.safetensors" "$T/ltr/model.safetensors" \
   && fail "a stage summing its micro-batches left to right still matched one device" || pass
 

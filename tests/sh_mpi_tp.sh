@@ -36,7 +36,7 @@ train tp4_attn $eq --tp 4 --tp-blocks 4 --recompute attn
 same_run "tp 4 --recompute attn" "$T/ref4" "$T/tp4_attn"
 train tp2_k8 $eq --tp 2 --tp-blocks 8
 same_run "tp 2 --tp-blocks 8" "$T/ref8" "$T/tp2_k8"
-MT_TEST_TP_LTR=1 train ltr $eq --tp 2 --tp-blocks 8
+MT_BIN=$MT_TEST_BIN MT_TEST_TP_LTR=1 train ltr $eq --tp 2 --tp-blocks 8
 cmp -s "$T/ref8/model.safetensors" "$T/ltr/model.safetensors" \
   && fail "ranks summing their blocks left to right still matched one device" || pass
 
@@ -82,7 +82,7 @@ for sp in "" --sequence-parallel; do
     && pass || fail "no identity of the replicated tensors after 50 steps ($sp): $(tail -3 "$T/rep.out")"
 done
 rc=0
-MT_TEST_TP_DRIFT=1 $MT_BIN train $base --steps 5 --tp 2 > "$T/drift.out" 2>&1 || rc=$?
+MT_TEST_TP_DRIFT=1 $MT_TEST_BIN train $base --steps 5 --tp 2 > "$T/drift.out" 2>&1 || rc=$?
 [ $rc -eq 1 ] && grep -q "replicated tensors differ across the 2 tp ranks" "$T/drift.out" && pass \
   || fail "a drifting replica was not caught (exit $rc): $(tail -2 "$T/drift.out")"
 

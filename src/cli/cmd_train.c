@@ -19,6 +19,7 @@
 #include "mt_fsutil.h"
 #include "mt_gemm.h"
 #include "mt_kernels.h"
+#include "mt_testhooks.h"
 #include "mt_train.h"
 
 typedef struct {
@@ -279,7 +280,7 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, MtComm *c, const
     const MtTrainConfig *tc = &tr->tc;
     float *P = tr->params, *M = tr->m, *V = tr->v;
     MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro, .seq = tc->seq,
-                       .oc = tc->oc};
+                       .tp_blocks = tp ? tp->ctx.K : 1, .oc = tc->oc}; /* the arithmetic goes with the state */
     int64_t before = mt_mem_rss_mark();
     MtStatus s;
     if (!c && !tp) {
@@ -531,6 +532,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
         KEEP("beta1", a.beta1, rs.oc.beta1);
         KEEP("beta2", a.beta2, rs.oc.beta2);
         KEEP("grad-clip", a.clip, rs.oc.grad_clip);
+        if (rs.tp_blocks > 0) /* the arithmetic continues: a resumed run sums in the blocks it summed in */
+            KEEP("tp-blocks", a.tp_blocks, rs.tp_blocks);
 #undef KEEP
     }
     if (tc.cfg.T < a.seq_len)
@@ -572,15 +575,21 @@ int mt_cmd_train(int full_argc, char **full_argv)
                                     a.resume ? a.resume : "", a.resume ? "/trainer_state.json: " : "the default ",
                                     mt_optim_keys[k], bad, want));
     }
-    const char *nan_hook = getenv("MT_TEST_NAN_STEP"); /* test hook: that step's gradient gets a NaN */
-    tc.test_nan_step = nan_hook ? atoi(nan_hook) : 0;
+    tc.test_nan_step = mt_test_hooks.nan_step; /* test hook (mt_testhooks.h): that step's gradient gets a NaN */
     if ((tc.threads = mt_cli_setup_threads(a.threads, "train")) < 0)
         return mt_cli_fail(MT_EINPUT);
     if ((s = mt_config_check(&tc.cfg)) != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     if (a.resume && (s = mt_ckpt_check_shapes(a.resume, &tc.cfg, 1)) != MT_OK) /* before any allocation */
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
-    if ((s = check_layout(&a, &tc.cfg)) != MT_OK)
+    int k_kept = a.resume && rs.tp_blocks > 0 && !mt_flag_find(flags, nflags, "tp-blocks")->set;
+    if ((s = check_layout(&a, &tc.cfg)) != MT_OK && k_kept) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", mt_error_msg());
+        return mt_cli_fail(mt_error(s, "%s (--tp-blocks %d continues the checkpoint's arithmetic, %s/trainer_state.json; "
+                                    "give --tp-blocks to change it from here on)", why, a.tp_blocks, a.resume));
+    }
+    if (s != MT_OK)
         return mt_cli_fail(s);
     MtPipeOptions po = {0};
     if (a.pp > 1) {
@@ -590,12 +599,12 @@ int mt_cmd_train(int full_argc, char **full_argv)
                                         "size %d", tc.batch, tc.micro));
         if (a.stage_layers && (s = parse_stage_layers(a.stage_layers, given, &ngiven)) != MT_OK)
             return mt_cli_fail(s);
-        const char *ltr = getenv("MT_TEST_LTR_STAGE"); /* test hook: a wrong order the tests must catch */
+
         if ((s = mt_dp_check(a.dp, tc.batch / tc.micro)) != MT_OK)
             return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
         /* with --dp each copy of the pipeline runs its share of the micro-batches */
         po = (MtPipeOptions){.kind = mt_schedule_kind(a.schedule), .M = tc.batch / tc.micro / a.dp, .V = a.vstages,
-                             .ltr_stage = ltr ? atoi(ltr) : -1};
+                             .ltr_stage = mt_test_hooks.ltr_stage - 1}; /* test hook (mt_testhooks.h): a wrong order */
         if ((s = mt_pipe_check(&po, &tc.cfg, a.pp, a.stage_layers ? given : NULL, ngiven)) != MT_OK && a.dp > 1) {
             char why[512];
             snprintf(why, sizeof why, "%s", mt_error_msg());
@@ -800,6 +809,16 @@ int mt_cmd_train(int full_argc, char **full_argv)
     printf("  batch %d x %d tokens (micro-batch %d), %d step%s from step %lld, %d thread%s, %s\n", tc.batch, tc.seq,
            tc.micro, a.steps, a.steps == 1 ? "" : "s", (long long)tr.step, tc.threads, tc.threads == 1 ? "" : "s",
            mt_gemm_name());
+    if (a.resume) { /* what the arithmetic continues (mt_checkpoint.h: trainer_state.json) */
+        int K = tpp ? tpe.ctx.K : 1;
+        printf("  resumed %s at step %lld; split sums in %d block%s: ", a.resume, (long long)rs.step, K, K == 1 ? "" : "s");
+        if (rs.tp_blocks == 0)
+            printf("the checkpoint does not record its own\n");
+        else if (rs.tp_blocks == K)
+            printf("%s\n", k_kept ? "the checkpoint's, continued" : "as the checkpoint");
+        else
+            printf("--tp-blocks changes the checkpoint's %d from here on\n", rs.tp_blocks);
+    }
     if (tpp)
         printf("  tensor parallel: tp %d, %d blocks per split sum, vocabulary padded to %lld; logits %.2f MiB per rank "
                "(micro-batch x %d x %lld)\n", tpe.ctx.N, tpe.ctx.K, (long long)tpe.ctx.Vp,

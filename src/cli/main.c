@@ -1,47 +1,7 @@
-/* main.c - the meshtrain command: dispatch to subcommands. */
-#include <stdio.h>
-#include <string.h>
-
+/* main.c - the meshtrain command (src/cli/commands.c does the work). */
 #include "mt_cli.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: meshtrain <command> [flags]   (meshtrain <command> --help: its flags and their defaults)\n"
-            "commands:\n"
-            "  prepare     turn a text file into train.bin and val.bin token files\n"
-            "  train       train a GPT-2 model, on one rank or on any dp x tp x pp layout\n"
-            "  eval        mean next-token loss of a checkpoint on a token or text file\n"
-            "  sample      generate text from a checkpoint\n"
-            "  bench       time full training steps on random data (prints JSON)\n"
-            "  bench-comm  bus bandwidth of the collectives, meshtrain's layer against raw MPI\n"
-            "  schedule    print a pipeline schedule's timeline per rank and its simulated bubble\n"
-            "\n"
-            "Parallel runs: train --dp D --tp T --pp P is a job of D x T x P ranks. Started by hand, meshtrain\n"
-            "launches them on this machine through mpirun itself (with --oversubscribe, and --allow-run-as-root\n"
-            "as root). Under an explicit mpirun -np N (a cluster, a hostfile) it uses that world, and N must be\n"
-            "D x T x P; as root, Open MPI wants --allow-run-as-root there too. Every layout gives one rank's bits.\n"
-            "Every command accepts --dry-run: it checks the input and prints the settings it would use.\n");
-}
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "train") == 0) return mt_cmd_train(argc, argv);
-    if (strcmp(cmd, "eval") == 0) return mt_cmd_eval(argc - 2, argv + 2);
-    if (strcmp(cmd, "sample") == 0) return mt_cmd_sample(argc - 2, argv + 2);
-    if (strcmp(cmd, "prepare") == 0) return mt_cmd_prepare(argc - 2, argv + 2);
-    if (strcmp(cmd, "bench") == 0) return mt_cmd_bench(argc - 2, argv + 2);
-    if (strcmp(cmd, "schedule") == 0) return mt_cmd_schedule(argc - 2, argv + 2);
-    if (strcmp(cmd, "bench-comm") == 0) return mt_cmd_bench_comm(argc, argv);
-    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
-        usage(stdout);
-        return 0;
-    }
-    fprintf(stderr, "meshtrain: unknown command '%s' (try meshtrain --help)\n", cmd);
-    return 2;
+    return mt_cli_main(argc, argv);
 }

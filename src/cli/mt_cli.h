@@ -3,6 +3,8 @@
 #ifndef MT_CLI_H
 #define MT_CLI_H
 
+/* The whole command: `meshtrain <command> [flags]`; returns the exit status. */
+int mt_cli_main(int argc, char **argv);
 /* takes the whole argv (it may re-execute itself under mpirun) */
 int mt_cmd_train(int argc, char **argv);
 int mt_cmd_eval(int argc, char **argv);

@@ -1,5 +1,6 @@
 /* core.c - status messages, fatal errors, clock, string hash. */
 #include "mt_core.h"
+#include "mt_testhooks.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,6 +10,8 @@
 
 static _Thread_local char err_msg[1024];
 static char rank_label[64] = "rank 0/1";
+
+MtTestHooks mt_test_hooks; /* all off; only the test build of the command sets them */
 
 MtStatus mt_error(MtStatus status, const char *fmt, ...)
 {

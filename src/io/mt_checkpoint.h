@@ -19,6 +19,8 @@ typedef struct {
     int64_t step;       /* completed steps; also the data cursor of the stateless sampler */
     uint64_t seed;
     int batch, micro, seq;
+    int tp_blocks;      /* the arithmetic's K: every tensor-parallel split sum as K blocks (--tp-blocks,
+                         * resolved; 1 plain); 0: not recorded (a checkpoint from before it was) */
     MtOptimConfig oc;
 } MtTrainState;
 

@@ -49,7 +49,7 @@ typedef struct {
     int V;                   /* chunks per rank (interleaved) */
     int stage_layers[MT_MAX_STAGES]; /* blocks per virtual stage (filled by mt_pipe_check) */
     int given;               /* stage_layers came from --stage-layers */
-    int ltr_stage;           /* test hook (MT_TEST_LTR_STAGE): this stage sums its micro-batches left
+    int ltr_stage;           /* test hook (mt_testhooks.h): this stage sums its micro-batches left
                               * to right, an order the equivalence test must catch; -1: none */
     /* Data parallelism over copies of this pipeline (--dp with --pp): the copy's j-th
      * micro-batch is the step's first_mb + j mb_stride (a contiguous run with stride 1;

@@ -185,7 +185,7 @@ void mt_tp_vocab_dinp(float *S, float **tmp, const float *dlogits, const float *
 void mt_tp_rows_grads(float *out, float **lvl, int ln, const float *dout, const float *inp, const float *mean,
                       const float *rstd, int rows, int C, int nb);
 /* Test hook: on != 0 makes every blocked product sum its blocks left to right (a wrong
- * order that the bit-for-bit tests must catch; MT_TEST_TP_LTR=1 for meshtrain train). */
+ * order that the bit-for-bit tests must catch; MT_TEST_TP_LTR=1 for build/meshtrain-test). */
 void mt_tp_test_left_to_right(int on);
 /* Adds buffers in place as the pairwise tree over nb of them: parts[0] = S(0, nb). */
 void mt_tp_tree_add(float **parts, int nb, int64_t n);

@@ -1,5 +1,6 @@
 /* tp_engine.c - tensor parallelism over the mesh's tp group (see mt_tp_engine.h). */
 #include "mt_tp_engine.h"
+#include "mt_testhooks.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -57,7 +58,7 @@ void mt_tpe_setup(MtTpe *t, MtComm *c, MtTrainConfig *tc, int N, int K, int seqp
         t->ctx.reduce_scatter = tp_reduce_scatter;
     }
     tc->tp = &t->ctx;
-    mt_tp_test_left_to_right(getenv("MT_TEST_TP_LTR") != NULL); /* test hook (mt_tp.h) */
+    mt_tp_test_left_to_right(mt_test_hooks.tp_ltr); /* test hook (mt_testhooks.h) */
 }
 
 /* the parts (t->parts) all-gathered over the group and combined */
@@ -151,7 +152,7 @@ void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st)
     mt_batch_fill(data, tc->seed, tr->step, 0, tc->batch, tc->seq, tr->inputs, tr->targets);
     st->loss = mt_trainer_forward_backward(tr);
     mt_trainer_update(tr, st);
-    if (t->ctx.r == 1 && getenv("MT_TEST_TP_DRIFT")) { /* test hook (header) */
+    if (t->ctx.r == 1 && mt_test_hooks.tp_drift) { /* test hook (mt_testhooks.h) */
         float *b = tr->w.lnfb;
         b[0] = nextafterf(b[0], INFINITY);
     }
