@@ -17,7 +17,10 @@
 # slice per tp rank; none without tp) against one rank with the same; ZeRO with --tp-blocks
 # 8 over fewer tp ranks is refused (its norm), one row per mesh shows it.
 #
-# --quick: a representative subset (the test suite runs it): the three-way hybrid with
+# Accumulation blocks: rows with --accum-blocks K (pp 1, ZeRO 0-1) compare with one rank run
+# with the same K (and tp-blocks), made once per (K, tp-blocks).
+#
+# --quick: a representative subset (the test suite runs it): dp 2 x tp 2 at --accum-blocks 2, the three-way hybrid with
 # recomputation, FSDP x tp with sequence parallelism, hybrid-sharded ZeRO-2, dp x pp zb
 # with full recomputation, tp x pp zb, the three-way zb with sequence parallelism, each
 # ZeRO stage in a three-way hybrid (ZeRO-1 interleaved, ZeRO-2 with sequence parallelism,
@@ -73,14 +76,19 @@ printf '%-84s %5s %3s  %s\n' layout ranks K result
 row() { # [K8] flags...: one layout against its reference (K8: --tp-blocks 8 under ZeRO too)
   local k8=0
   [ "$1" = K8 ] && { k8=1; shift; }
-  local flags="$*" k=8 dp=1 tp=1 pp=1 zero=0
+  local flags="$*" k=8 dp=1 tp=1 pp=1 zero=0 acc=0
   while [ $# -gt 0 ]; do
-    case $1 in --dp) dp=$2 ;; --tp) tp=$2 ;; --pp) pp=$2 ;; --zero) zero=$2 ;; esac
+    case $1 in --dp) dp=$2 ;; --tp) tp=$2 ;; --pp) pp=$2 ;; --zero) zero=$2 ;; --accum-blocks) acc=$2 ;; esac
     shift
   done
   [ $zero -gt 0 ] && [ $k8 = 0 ] && k=$([ $tp -gt 1 ] && echo $tp || echo 0)
-  local kflag="" ranks=$((dp * tp * pp))
+  local kflag="" ranks=$((dp * tp * pp)) r=ref$k
   [ $k -gt 0 ] && kflag="--tp-blocks $k"
+  if [ $acc -gt 0 ]; then # the one-rank reference of this accumulation order, made once
+    r=ref${k}a$acc
+    [ -d "$W/$r" ] || $MT_BIN train $model $kflag --accum-blocks $acc --save "$W/$r" --log-json "$W/$r.jsonl" \
+      > "$W/$r.out" 2>&1 || { echo "equivalence: the one-rank reference $r failed: $(tail -2 "$W/$r.out")" >&2; exit 1; }
+  fi
   local t0=$EPOCHREALTIME rc=0 result
   if [ "${MT_EQ_MUTATE:-0}" = 1 ]; then
     MT_TEST_TP_LTR=1 $MT_TEST_BIN train $model $flags $kflag --save "$W/run" --log-json "$W/run.jsonl" > "$W/run.out" 2>&1 || rc=$?
@@ -95,10 +103,10 @@ row() { # [K8] flags...: one layout against its reference (K8: --tp-blocks 8 und
   elif [ $rc -ne 0 ]; then
     result="FAILED (exit $rc): $(tail -1 "$W/run.out")"
     nfail=$((nfail + 1))
-  elif cmp -s <(losses "$W/ref$k.jsonl") <(losses "$W/run.jsonl") \
-       && [ "$(vals "$W/ref$k.jsonl" | wc -l)" -eq 2 ] && cmp -s <(vals "$W/ref$k.jsonl") <(vals "$W/run.jsonl") \
-       && cmp -s "$W/ref$k/model.safetensors" "$W/run/model.safetensors" \
-       && cmp -s "$W/ref$k/optimizer.safetensors" "$W/run/optimizer.safetensors"; then
+  elif cmp -s <(losses "$W/$r.jsonl") <(losses "$W/run.jsonl") \
+       && [ "$(vals "$W/$r.jsonl" | wc -l)" -eq 2 ] && cmp -s <(vals "$W/$r.jsonl") <(vals "$W/run.jsonl") \
+       && cmp -s "$W/$r/model.safetensors" "$W/run/model.safetensors" \
+       && cmp -s "$W/$r/optimizer.safetensors" "$W/run/optimizer.safetensors"; then
     result="bit-identical (2 val losses too)"
     nsame=$((nsame + 1))
     if plan_ok "$W/run.jsonl" $flags $kflag; then
@@ -108,7 +116,7 @@ row() { # [K8] flags...: one layout against its reference (K8: --tp-blocks 8 und
       nfail=$((nfail + 1))
     fi
   else
-    result="DIFFERS: max relative $($MT_DIFF "$W/run/model.safetensors" "$W/ref$k/model.safetensors" | head -2 | tr '\n' ' '); val losses $(vals "$W/run.jsonl" | tr '\n' ' ')vs $(vals "$W/ref$k.jsonl" | tr '\n' ' ')"
+    result="DIFFERS: max relative $($MT_DIFF "$W/run/model.safetensors" "$W/$r/model.safetensors" | head -2 | tr '\n' ' '); val losses $(vals "$W/run.jsonl" | tr '\n' ' ')vs $(vals "$W/$r.jsonl" | tr '\n' ' ')"
     ndiff=$((ndiff + 1))
   fi
   printf '%-84s %5d %3s  %s (%s s)\n' "$flags" $ranks $([ $k -gt 0 ] && echo $k || echo -) "$result" "$dt"
@@ -128,6 +136,7 @@ if [ $quick = 1 ]; then
   row --dp 4 --pp 2 --zero 3 --shard-size 2
   row --pp 2 --schedule interleaved --virtual-stages 8
   row K8 --dp 2 --tp 2 --pp 2 --zero 1
+  row --dp 2 --tp 2 --accum-blocks 2
 else
   rc_i=0
   for dp in 1 2 4 8; do for tp in 1 2 4 8; do for pp in 1 2 4 8; do
@@ -151,6 +160,14 @@ else
     # ZeRO with the matrix's 8 blocks over fewer tp ranks: refused (docs/parallelism.md), once per mesh
     [ $dp -gt 1 ] && [ $tp -gt 1 ] && [ $tp -lt 8 ] && row K8 --dp $dp --tp $tp --pp $pp --zero 1
   done; done; done
+  # the accumulation order (--accum-blocks, pp 1 and ZeRO 0-1 for now): K = dp (two gradient
+  # copies per rank; K = 1, PyTorch's order, on one rank) and, under ZeRO-1, K = 2 dp
+  for dp in 1 2 4 8; do for tp in 1 2 4 8; do
+    n=$((dp * tp))
+    [ $n -lt 2 ] || [ $n -gt 8 ] && continue
+    row --dp $dp --tp $tp --accum-blocks $dp
+    [ $dp -gt 1 ] && row --dp $dp --tp $tp --zero 1 --accum-blocks $((2 * dp))
+  done; done
 fi
 echo "equivalence: $nrows layouts: $nsame bit-identical, $ndiff different, $nref refused (exit 2 with the reason), $nfail failed;" \
   "$(( $(date +%s) - t_start )) s"

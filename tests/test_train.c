@@ -3,6 +3,7 @@
  *  - the step gradient is the balanced pairwise tree of the micro-batch gradients, bit for bit;
  *  - gradient accumulation over micro-batches matches one big micro-batch within fp32 rounding;
  *  - the gradient norm and a whole training step give the same bits with 1 and 2 threads;
+ *  - accumulation blocks (--accum-blocks) sum each block left to right, the blocks as the tree;
  *  - the validation loss has the same bits whatever the micro-batch size and however the
  *    windows are shared among ranks (mt_eval_share), and is the mean token loss. */
 #include <math.h>
@@ -192,6 +193,62 @@ static void test_lr_schedule(void)
     CHECK_CLOSE(mt_lr_at(&oc, 20), 0.1, 1e-6, 0, "after the end");
 }
 
+/* Accumulation blocks written out by hand (M = 6): K = 1 left to right, K = 2 two blocks of
+ * three, K = 3 three blocks of two (the tree over blocks: (b0) + ((b1) + (b2))), K = 6 the
+ * plain tree; the gradient buffers the trainer holds are 1 + ceil(log2 K) + (B > 1); and a
+ * DDP-like range of whole blocks is the subtree. */
+static void test_accum_blocks(void)
+{
+    enum { M = 6 };
+    const int Ks[] = {1, 2, 3, 6};
+    for (int q = 0; q < 4; q++) {
+        int K = Ks[q];
+        MtTrainConfig tc = small_config(2 * M, 2);
+        tc.accum_blocks = K;
+        MtTrainer tr;
+        CHECK(mt_trainer_init(&tr, &tc) == MT_OK, "init K %d", K);
+        fill_batch(&tr);
+        float loss = mt_trainer_forward_backward(&tr);
+        int64_t n = tr.nfloats;
+        float *g[M], l[M];
+        for (int k = 0; k < M; k++)
+            g[k] = leaf(&tr, k, &l[k]);
+        float *want = malloc(sizeof(float) * n), want_loss = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float a0 = g[0][i], a1 = g[1][i], a2 = g[2][i], a3 = g[3][i], a4 = g[4][i], a5 = g[5][i];
+            want[i] = K == 1 ? ((((a0 + a1) + a2) + a3) + a4) + a5
+                    : K == 2 ? ((a0 + a1) + a2) + ((a3 + a4) + a5)
+                    : K == 3 ? (a0 + a1) + ((a2 + a3) + (a4 + a5))
+                             : (a0 + (a1 + a2)) + (a3 + (a4 + a5));
+        }
+        want_loss = K == 1 ? ((((l[0] + l[1]) + l[2]) + l[3]) + l[4]) + l[5]
+                  : K == 2 ? ((l[0] + l[1]) + l[2]) + ((l[3] + l[4]) + l[5])
+                  : K == 3 ? (l[0] + l[1]) + ((l[2] + l[3]) + (l[4] + l[5]))
+                           : (l[0] + (l[1] + l[2])) + (l[3] + (l[4] + l[5]));
+        CHECK(memcmp(want, tr.grads, sizeof(float) * n) == 0, "K=%d: the step gradient is not the blocks' order", K);
+        CHECK(loss == want_loss, "K=%d: loss %.9g, by hand %.9g", K, loss, want_loss);
+        int B = M / K, depth = K == 1 ? 0 : K == 2 ? 1 : K == 3 ? 2 : 3;
+        CHECK(mt_accum_block_size(&tc) == B && tr.ntmp == depth && (tr.leafbuf != NULL) == (B > 1) &&
+              mt_accum_buffers(M, B) == depth + (B > 1), "K=%d: %d tree buffers, leaf buffer %d", K, tr.ntmp,
+              tr.leafbuf != NULL);
+        if (K == 2) { /* the second block alone, as a rank of dp 2 sums it */
+            mt_trainer_forward_backward_range(&tr, 3, 6);
+            int same = 1;
+            for (int64_t i = 0; i < n; i++)
+                same &= tr.grads[i] == (g[3][i] + g[4][i]) + g[5][i];
+            CHECK(same, "K=2: the range [3, 6) is not its block left to right");
+        }
+        for (int k = 0; k < M; k++)
+            free(g[k]);
+        free(want);
+        mt_trainer_free(&tr);
+    }
+    MtTrainConfig bad = small_config(12, 2);
+    bad.accum_blocks = 4; /* 4 does not divide 6 */
+    MtTrainer tr;
+    CHECK(mt_trainer_init(&tr, &bad) == MT_EINPUT, "K 4 of 6 micro-batches accepted");
+}
+
 /* The validation loss of 23 windows: the same bits with micro-batches of 1, 2, 3, 4, 7 and
  * 23 windows, and when 1..5 ranks each evaluate their share (mt_eval_share) and the sums
  * are put together as the dp gather does; each share's passes are the same count on every
@@ -262,5 +319,6 @@ int main(void)
     test_lr_schedule();
     test_threads_same_bits();
     test_eval_layout_free();
+    test_accum_blocks();
     return mt_test_done("test_train");
 }

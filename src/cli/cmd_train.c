@@ -28,7 +28,7 @@ typedef struct {
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
     int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks, plan,
-        dry_run;
+        dry_run, accum_blocks;
     float comm_timeout, bucket_mb;
     const char *schedule, *stage_layers, *recompute_mode;
     uint64_t seed;
@@ -74,6 +74,27 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
         return mt_error(MT_EINPUT, "meshtrain train: --recompute %s: must be none, attn or full", a->recompute_mode);
     if (a->pp == 1 && (a->vstages != 1 || a->stage_layers))
         return mt_error(MT_EINPUT, "meshtrain train: --virtual-stages and --stage-layers need --pp > 1");
+    return MT_OK;
+}
+
+/* --accum-blocks K (mt_train.h): K divides the M micro-batches and every dp rank owns whole
+ * blocks.  For now the trainer's tree runs it (one rank, DDP, ZeRO-1, tensor parallelism);
+ * ZeRO-2/3 over dp and the pipeline keep their own trees, K = M only (issue 26). */
+static MtStatus check_accum(const TrainArgs *a, int M)
+{
+    int K = a->accum_blocks;
+    if (K < 0 || (K > 0 && M % K != 0))
+        return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks %d must divide the step's %d micro-batches "
+                        "(0: one block per micro-batch)", K, M);
+    if (K > 0 && a->pp > 1)
+        return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks with --pp: the pipeline sums its stages' "
+                        "micro-batches in its own tree; not yet (issue 26)");
+    if (K > 0 && a->dp > 1 && a->zero >= 2)
+        return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks with --zero %d: ZeRO-2 and FSDP reduce each "
+                        "micro-batch's gradient as it finishes; not yet (issue 26)", a->zero);
+    if (K > 0 && K % a->dp != 0)
+        return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks %d is not a multiple of --dp %d (each dp rank "
+                        "sums whole blocks)", K, a->dp);
     return MT_OK;
 }
 
@@ -280,7 +301,8 @@ static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, MtComm *c, const
     const MtTrainConfig *tc = &tr->tc;
     float *P = tr->params, *M = tr->m, *V = tr->v;
     MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro, .seq = tc->seq,
-                       .tp_blocks = tp ? tp->ctx.K : 1, .oc = tc->oc}; /* the arithmetic goes with the state */
+                       .tp_blocks = tp ? tp->ctx.K : 1, .accum_blocks = tc->accum_blocks, .oc = tc->oc};
+    /* the arithmetic goes with the state */
     int64_t before = mt_mem_rss_mark();
     MtStatus s;
     if (!c && !tp) {
@@ -474,6 +496,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"sequence-parallel", FLAG_BOOL, &a.seqpar, "with --tp: LayerNorms and residuals split over the sequence"},
         {"tp-blocks", FLAG_INT, &a.tp_blocks, "bit-exact TP: every split sum as K fixed blocks, a power of two and a "
          "multiple of --tp (0: K = --tp)"},
+        {"accum-blocks", FLAG_INT, &a.accum_blocks, "the step's micro-batches summed as K contiguous blocks, each "
+         "left to right, the blocks as a pairwise tree; K divides the micro-batches, and a multiple of --dp (1: "
+         "PyTorch's order, 2 gradient buffers; 0: one block per micro-batch, the full tree)"},
         {"deterministic", FLAG_BOOL, &a.deterministic, "fixed-order reductions (the default; kept for clarity)"},
         {"fast-comm", FLAG_BOOL, &a.fast_comm, "MPI's own reductions instead of the fixed order (not bit-exact)"},
         {"comm-timeout", FLAG_FLOAT, &a.comm_timeout, "seconds a rank waits in one operation before it stops the job"},
@@ -534,6 +559,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
         KEEP("grad-clip", a.clip, rs.oc.grad_clip);
         if (rs.tp_blocks > 0) /* the arithmetic continues: a resumed run sums in the blocks it summed in */
             KEEP("tp-blocks", a.tp_blocks, rs.tp_blocks);
+        KEEP("accum-blocks", a.accum_blocks, rs.accum_blocks);
 #undef KEEP
     }
     if (tc.cfg.T < a.seq_len)
@@ -557,6 +583,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     tc.batch = a.batch;
     tc.micro = a.micro ? a.micro : a.batch;
+    tc.accum_blocks = a.accum_blocks;
     tc.recompute = recompute_mode(a.recompute_mode) > 0 ? recompute_mode(a.recompute_mode) : 0;
     tc.seq = a.seq_len;
     tc.seed = a.seed;
@@ -616,6 +643,16 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     if (tc.batch % tc.micro == 0 && (s = mt_dp_check(a.dp, tc.batch / tc.micro)) != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+    if ((s = check_accum(&a, tc.batch / tc.micro)) != MT_OK && a.resume && rs.accum_blocks > 0 &&
+        !mt_flag_find(flags, nflags, "accum-blocks")->set) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", mt_error_msg());
+        return mt_cli_fail(mt_error(s, "%s (--accum-blocks %d continues the checkpoint's arithmetic, "
+                                    "%s/trainer_state.json; give --accum-blocks to change it from here on)", why,
+                                    a.accum_blocks, a.resume));
+    }
+    if (s != MT_OK)
+        return mt_cli_fail(s);
     if (a.plan) { /* every rank's bytes from the layout alone, before anything runs */
         MtPlanLayout pl = {.dp = a.dp, .tp = a.tp, .pp = a.pp, .zero = a.zero, .shard = a.shard, .tp_blocks = a.tp_blocks,
                            .seqpar = a.seqpar, .det = !a.fast_comm, .po = po};

@@ -142,12 +142,12 @@ static MtStatus write_state(const char *tmp, const MtTrainState *ts)
     mt_buf_init(&b);
     mt_buf_printf(&b,
                   "{\n  \"step\": %lld,\n  \"data_cursor\": %lld,\n  \"seed\": %llu,\n"
-                  "  \"batch_size\": %d,\n  \"micro_batch_size\": %d,\n  \"seq_len\": %d,\n  \"tp_blocks\": %d,\n"
+                  "  \"batch_size\": %d,\n  \"micro_batch_size\": %d,\n  \"seq_len\": %d,\n  \"tp_blocks\": %d,\n  \"accum_blocks\": %d,\n"
                   "  \"lr\": %.9g,\n  \"min_lr_frac\": %.9g,\n  \"warmup\": %d,\n  \"steps\": %d,\n"
                   "  \"beta1\": %.9g,\n  \"beta2\": %.9g,\n  \"eps\": %.9g,\n"
                   "  \"weight_decay\": %.9g,\n  \"grad_clip\": %.9g\n}\n",
                   (long long)ts->step, (long long)ts->step, (unsigned long long)ts->seed,
-                  ts->batch, ts->micro, ts->seq, ts->tp_blocks > 0 ? ts->tp_blocks : 1, o->lr, o->min_lr_frac,
+                  ts->batch, ts->micro, ts->seq, ts->tp_blocks > 0 ? ts->tp_blocks : 1, ts->accum_blocks, o->lr, o->min_lr_frac,
                   o->warmup, o->steps,
                   o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip);
     snprintf(path, sizeof path, "%s/trainer_state.json", tmp);
@@ -293,10 +293,12 @@ MtStatus mt_ckpt_read_state(const char *dir, MtTrainState *ts)
     snprintf(path, sizeof path, "%s/trainer_state.json", dir);
     MtJson *j;
     MT_TRY(read_json(path, &j));
-    int64_t step, seed, batch, micro, seq, warmup, steps, tp_blocks = 0;
+    int64_t step, seed, batch, micro, seq, warmup, steps, tp_blocks = 0, accum_blocks = 0;
     MtStatus s = get_int(j, "step", path, 0, INT32_MAX, &step);
     if (s == MT_OK && mt_json_get(j, "tp_blocks")) /* absent from older checkpoints: 0, not recorded */
         s = get_int(j, "tp_blocks", path, 1, 65536, &tp_blocks);
+    if (s == MT_OK && mt_json_get(j, "accum_blocks"))
+        s = get_int(j, "accum_blocks", path, 0, 1 << 20, &accum_blocks);
     if (s == MT_OK) s = get_int(j, "seed", path, 0, INT64_MAX, &seed);
     if (s == MT_OK) s = get_int(j, "batch_size", path, 1, INT32_MAX, &batch);
     if (s == MT_OK) s = get_int(j, "micro_batch_size", path, 1, INT32_MAX, &micro);
@@ -316,7 +318,8 @@ MtStatus mt_ckpt_read_state(const char *dir, MtTrainState *ts)
     o.warmup = (int)warmup;
     o.steps = (int)steps;
     *ts = (MtTrainState){.step = step, .seed = (uint64_t)seed, .batch = (int)batch,
-                         .micro = (int)micro, .seq = (int)seq, .tp_blocks = (int)tp_blocks, .oc = o};
+                         .micro = (int)micro, .seq = (int)seq, .tp_blocks = (int)tp_blocks,
+                         .accum_blocks = (int)accum_blocks, .oc = o};
     return MT_OK;
 }
 

@@ -21,6 +21,7 @@ typedef struct {
     int batch, micro, seq;
     int tp_blocks;      /* the arithmetic's K: every tensor-parallel split sum as K blocks (--tp-blocks,
                          * resolved; 1 plain); 0: not recorded (a checkpoint from before it was) */
+    int accum_blocks;   /* --accum-blocks K (mt_train.h); 0: one block per micro-batch (also when absent) */
     MtOptimConfig oc;
 } MtTrainState;
 

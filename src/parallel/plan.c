@@ -8,14 +8,6 @@
 #include "mt_mesh.h"
 #include "mt_tp.h"
 
-static int tree_depth(int n)
-{
-    int d = 0;
-    while ((1 << d) < n)
-        d++;
-    return d;
-}
-
 /* the rank's coordinates and tc configured for them, as the command does */
 typedef struct {
     MtTrainConfig tc;
@@ -64,7 +56,8 @@ void mt_plan_memory(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, i
     free(table);
     int M = tc.batch / tc.micro;
     bytes[MT_MEM_PARAMS] = 4 * (tc.params_len > 0 ? tc.params_len : nf);
-    bytes[MT_MEM_GRADS] = 4 * (tc.grads_len > 0 ? tc.grads_len : nf) * (1 + tree_depth(tc.tree_span > 0 ? tc.tree_span : M));
+    bytes[MT_MEM_GRADS] = 4 * (tc.grads_len > 0 ? tc.grads_len : nf) *
+                          (1 + mt_accum_buffers(tc.tree_span > 0 ? tc.tree_span : M, mt_accum_block_size(&tc)));
     bytes[MT_MEM_OPTIM] = 8 * (tc.optim_len > 0 ? tc.optim_len : nf);
     if (!tc.acts_none) { /* the trainer's whole-model set (a pipeline stage's are its own, below) */
         MtActsShape sh = mt_trainer_acts_shape(&tc);

@@ -9,6 +9,14 @@
  *               = S(lo, mid) + S(mid, hi),  mid = lo + (hi - lo) / 2   otherwise.
  * Evaluated depth first, it needs ceil(log2 M) extra gradient buffers.  A layout whose
  * ranks each own a whole subtree can reproduce these sums bit for bit.
+ *
+ * Accumulation blocks (--accum-blocks K, K dividing M; 0 is K = M, the tree above): the M
+ * micro-batches are cut into K contiguous blocks of B = M / K; inside a block the leaves are
+ * added left to right (the first assigned, each later one computed into its own buffer and
+ * then added: BLIS splits the inner dimension, so beta = 1 in the product would be another
+ * sum), and the K block sums form the same pairwise tree over the block index.  K = 1 is
+ * PyTorch's order.  Memory: the gradient, ceil(log2 K) tree buffers and, when B > 1, one
+ * leaf buffer; a rank that owns whole blocks forming a subtree gives one device's bits.
  */
 #ifndef MT_TRAIN_H
 #define MT_TRAIN_H
@@ -27,6 +35,7 @@ typedef struct {
     int threads;
     uint64_t seed;
     int tree_span;            /* most micro-batches one call sums (a dp rank's share); 0: all */
+    int accum_blocks;         /* K blocks of the step's micro-batches (header); 0: K = M, one per leaf */
     int64_t unit_align;       /* units padded to a multiple of this (mt_param_table_aligned); 0: 1 */
     /* Sharded data parallelism: floats allocated for the parameters, the gradient (and each
      * tree buffer) and each AdamW moment; 0 means the whole flat array.  With a sharded
@@ -54,6 +63,8 @@ typedef struct {
     float *params, *grads, *m, *v; /* flat, laid out like the table */
     float *gtmp[MT_MAX_TREE];      /* tree accumulation buffers */
     int ntmp;
+    float *leafbuf;                /* a block's later leaves, before each is added (B > 1) */
+    int blk;                       /* B: micro-batches per accumulation block */
     MtWeights w;
     MtActs acts;
     int32_t *inputs, *targets;     /* one global batch (batch x seq each) */
@@ -96,7 +107,11 @@ void mt_trainer_free(MtTrainer *tr);
 /* Loss and gradient (into tr->grads) of the global batch in tr->inputs / tr->targets,
  * in the canonical order.  Returns the loss. */
 float mt_trainer_forward_backward(MtTrainer *tr);
-/* The same over micro-batches [lo, hi) only: the subtree S(lo, hi) (a data-parallel rank's
+/* Micro-batches per accumulation block, B = M / K, and the gradient buffers beside the
+ * gradient that summing `span` micro-batches needs: ceil(log2(span / B)) + (B > 1). */
+int mt_accum_block_size(const MtTrainConfig *tc);
+int mt_accum_buffers(int span, int B);
+/* The same over micro-batches [lo, hi) only (whole blocks): the subtree S(lo, hi) (a data-parallel rank's
  * share); loss and gradient still divided by the tokens of the whole step.
  * With tr->hooks set, the backward of the range's last micro-batch reports each unit's
  * GRADS_DONE after that unit's sums up the tree's right spine are done: from then on the

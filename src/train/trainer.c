@@ -24,6 +24,9 @@ static MtStatus check(const MtTrainConfig *tc)
     int M = tc->batch / tc->micro;
     if (M > (1 << 20))
         return mt_error(MT_EINPUT, "too many micro-batches (%d)", M);
+    if (tc->accum_blocks < 0 || (tc->accum_blocks > 0 && M % tc->accum_blocks != 0))
+        return mt_error(MT_EINPUT, "--accum-blocks %d must divide the step's %d micro-batches (0: one block each)",
+                        tc->accum_blocks, M);
     if (tc->threads < 1 || tc->threads > 1024)
         return mt_error(MT_EINPUT, "threads %d must be between 1 and 1024", tc->threads);
     double bad;
@@ -47,6 +50,14 @@ static int tree_depth(int M)
         d++;
     return d;
 }
+
+int mt_accum_block_size(const MtTrainConfig *tc)
+{
+    int M = tc->batch / tc->micro;
+    return tc->accum_blocks > 0 ? M / tc->accum_blocks : 1;
+}
+
+int mt_accum_buffers(int span, int B) { return tree_depth(span / B) + (B > 1); }
 
 /* A failed allocation of a size the user's model and batch asked for: bad input (exit 2),
  * naming what and how much; everything allocated so far is freed. */
@@ -141,11 +152,15 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
             return alloc_failed(tr, "gradients", gbytes);
         if (!(tr->m = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, ob)) || !(tr->v = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, ob)))
             return alloc_failed(tr, "AdamW moments", ob);
-        tr->ntmp = tree_depth(tc->tree_span > 0 ? tc->tree_span : tc->batch / tc->micro);
+        tr->blk = mt_accum_block_size(tc);
+        int span = tc->tree_span > 0 ? tc->tree_span : tc->batch / tc->micro;
+        tr->ntmp = tree_depth(span / tr->blk);
     }
     for (int i = 0; i < tr->ntmp; i++)
         if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
             return alloc_failed(tr, "gradient tree buffers", gbytes);
+    if (tr->blk > 1 && !(tr->leafbuf = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
+        return alloc_failed(tr, "the accumulation block's leaf buffer", gbytes);
     MtActsShape sh = mt_trainer_acts_shape(tc);
     MtStatus s = tc->acts_none ? MT_OK : mt_acts_alloc_shape(&tr->acts, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh);
     if (s != MT_OK) {
@@ -185,6 +200,8 @@ void mt_trainer_free(MtTrainer *tr)
         mt_mem_free(&tr->mem, MT_MEM_GRADS, tr->gtmp[i], param_bytes(tr, tc->grads_len));
         tr->gtmp[i] = NULL;
     }
+    mt_mem_free(&tr->mem, MT_MEM_GRADS, tr->leafbuf, param_bytes(tr, tc->grads_len));
+    tr->leafbuf = NULL;
     mt_mem_free(&tr->mem, MT_MEM_PARAMS, tr->params, param_bytes(tr, tc->params_len));
     mt_mem_free(&tr->mem, MT_MEM_GRADS, tr->grads, param_bytes(tr, tc->grads_len));
     mt_mem_free(&tr->mem, MT_MEM_OPTIM, tr->m, param_bytes(tr, tc->optim_len));
@@ -250,17 +267,38 @@ static void params_only_hook(void *ctx, MtUnitEvent ev, int unit)
         tr->hooks.fn(tr->hooks.ctx, ev, unit);
 }
 
-/* S(lo, hi) of the header comment, written into gbuf; returns the loss of the subtree.
- * spine: this call is on the right spine of the whole range (its last leaf is the range's). */
-static float accumulate(MtTrainer *tr, int lo, int hi, float *gbuf, int depth, int spine)
+/* One accumulation block [lo, hi) into gbuf, left to right: the first leaf assigned, each
+ * later one into the leaf buffer and then added; returns the block's loss (left to right).
+ * On the spine the last leaf's sum is done unit by unit (spine_hook, one level deeper). */
+static float block(MtTrainer *tr, int lo, int hi, float *gbuf, int depth, int spine)
 {
     int hooked = spine && tr->hooks.fn;
-    if (hi - lo == 1) {
-        MtUnitHooks h = {hooked ? spine_hook : params_only_hook, tr};
-        tr->nspine = depth;
-        return leaf(tr, lo, gbuf, tr->hooks.fn ? &h : NULL);
+    MtUnitHooks params = {params_only_hook, tr}, last = {spine_hook, tr};
+    tr->nspine = depth;
+    float loss = leaf(tr, lo, gbuf, !tr->hooks.fn ? NULL : hooked && hi - lo == 1 ? &last : &params);
+    for (int k = lo + 1; k < hi; k++) {
+        int on_spine = hooked && k == hi - 1;
+        if (on_spine) {
+            tr->spine_dst[depth] = gbuf;
+            tr->spine_src[depth] = tr->leafbuf;
+            tr->nspine = depth + 1;
+        }
+        loss += leaf(tr, k, tr->leafbuf, !tr->hooks.fn ? NULL : on_spine ? &last : &params);
+        if (!on_spine) /* else done unit by unit by spine_hook */
+            add_span(gbuf, tr->leafbuf, 0, tr->nfloats);
     }
-    int mid = lo + (hi - lo) / 2;
+    return loss;
+}
+
+/* S(lo, hi) of the header comment over whole blocks of tr->blk leaves, written into gbuf;
+ * returns the loss of the subtree.  spine: this call is on the right spine of the whole
+ * range (its last leaf is the range's). */
+static float accumulate(MtTrainer *tr, int lo, int hi, float *gbuf, int depth, int spine)
+{
+    int B = tr->blk, hooked = spine && tr->hooks.fn;
+    if (hi - lo == B)
+        return block(tr, lo, hi, gbuf, depth, spine);
+    int mid = lo + (hi - lo) / B / 2 * B; /* the blocks' midpoint: lo + (nb / 2) B */
     float left = accumulate(tr, lo, mid, gbuf, depth + 1, 0);
     float *right_buf = tr->gtmp[depth];
     tr->spine_dst[depth] = gbuf;
@@ -278,8 +316,10 @@ float mt_trainer_forward_backward(MtTrainer *tr)
 
 float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi)
 {
-    MT_ASSERT(tree_depth(hi - lo) <= tr->ntmp, "a range of %d micro-batches needs more tree buffers than the "
-              "%d allocated (tree_span)", hi - lo, tr->ntmp);
+    MT_ASSERT(lo % tr->blk == 0 && (hi - lo) % tr->blk == 0 && hi > lo, "micro-batches [%d, %d) are not whole "
+              "accumulation blocks of %d", lo, hi, tr->blk);
+    MT_ASSERT(tree_depth((hi - lo) / tr->blk) <= tr->ntmp, "a range of %d micro-batches needs more tree buffers "
+              "than the %d allocated (tree_span)", hi - lo, tr->ntmp);
     return accumulate(tr, lo, hi, tr->grads, 0, 1);
 }
 
