@@ -17,10 +17,10 @@
 # slice per tp rank; none without tp) against one rank with the same; ZeRO with --tp-blocks
 # 8 over fewer tp ranks is refused (its norm), one row per mesh shows it.
 #
-# Accumulation blocks: rows with --accum-blocks K (pp 1, ZeRO 0-1) compare with one rank run
+# Accumulation blocks: rows with --accum-blocks K (ZeRO 0-1, with and without pipelines) compare with one rank run
 # with the same K (and tp-blocks), made once per (K, tp-blocks).
 #
-# --quick: a representative subset (the test suite runs it): dp 2 x tp 2 at --accum-blocks 2, the three-way hybrid with
+# --quick: a representative subset (the test suite runs it): dp 2 x tp 2 and dp 2 x pp 2 zb at --accum-blocks 2, the three-way hybrid with
 # recomputation, FSDP x tp with sequence parallelism, hybrid-sharded ZeRO-2, dp x pp zb
 # with full recomputation, tp x pp zb, the three-way zb with sequence parallelism, each
 # ZeRO stage in a three-way hybrid (ZeRO-1 interleaved, ZeRO-2 with sequence parallelism,
@@ -137,6 +137,7 @@ if [ $quick = 1 ]; then
   row --pp 2 --schedule interleaved --virtual-stages 8
   row K8 --dp 2 --tp 2 --pp 2 --zero 1
   row --dp 2 --tp 2 --accum-blocks 2
+  row --dp 2 --pp 2 --schedule zb --accum-blocks 2
 else
   rc_i=0
   for dp in 1 2 4 8; do for tp in 1 2 4 8; do for pp in 1 2 4 8; do
@@ -160,7 +161,7 @@ else
     # ZeRO with the matrix's 8 blocks over fewer tp ranks: refused (docs/parallelism.md), once per mesh
     [ $dp -gt 1 ] && [ $tp -gt 1 ] && [ $tp -lt 8 ] && row K8 --dp $dp --tp $tp --pp $pp --zero 1
   done; done; done
-  # the accumulation order (--accum-blocks, pp 1 and ZeRO 0-1 for now): K = dp (two gradient
+  # the accumulation order (--accum-blocks, ZeRO 0-1 for now): K = dp (two gradient
   # copies per rank; K = 1, PyTorch's order, on one rank) and, under ZeRO-1, K = 2 dp
   for dp in 1 2 4 8; do for tp in 1 2 4 8; do
     n=$((dp * tp))
@@ -168,6 +169,14 @@ else
     row --dp $dp --tp $tp --accum-blocks $dp
     [ $dp -gt 1 ] && row --dp $dp --tp $tp --zero 1 --accum-blocks $((2 * dp))
   done; done
+  # ... and over pipelines (each copy's stages sum whole blocks)
+  row --pp 2 --accum-blocks 1
+  row --pp 4 --schedule zb --accum-blocks 1
+  row --pp 2 --schedule interleaved --virtual-stages 2 --accum-blocks 4
+  row --dp 2 --pp 2 --accum-blocks 2
+  row --dp 2 --pp 2 --zero 1 --schedule zb --accum-blocks 4
+  row --dp 2 --tp 2 --pp 2 --zero 1 --schedule interleaved --virtual-stages 2 --accum-blocks 2
+  row --tp 2 --pp 4 --sequence-parallel --accum-blocks 1
 fi
 echo "equivalence: $nrows layouts: $nsame bit-identical, $ndiff different, $nref refused (exit 2 with the reason), $nfail failed;" \
   "$(( $(date +%s) - t_start )) s"

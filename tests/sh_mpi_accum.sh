@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Accumulation blocks (--accum-blocks K, issue 26, first step): the step's M = 8 micro-batches
 # as K blocks, each summed left to right, the blocks as the pairwise tree.
-#  - bit for bit: DDP dp 2, ZeRO-1 dp 2, dp 4 (K 4), tp 2 (against one rank with --tp-blocks 2) and
-#    dp 2 x tp 2, each with K = 2 and 4, against one rank with the same K; K = 8 is the default;
+#  - bit for bit: DDP dp 2, ZeRO-1 dp 2, dp 4 (K 4), tp 2 (against one rank with --tp-blocks 2),
+#    dp 2 x tp 2, pp 2 (1f1b, zb), ZeRO-1 over 2 copies of pp 2, tp 2 x pp 2,
+#    each with K = 2 and 4, against one rank with the same K; K = 8 is the default;
 #  - memory: one rank holds 2 gradient copies at K = 1 (PyTorch's order) instead of 1 + log2 8,
 #    DDP ranks at K = dp 2 copies too, and every rank's logged grads bytes equal --plan's;
 #  - a checkpoint records K and a resume continues it;
-#  - refused for now, one line each: K not dividing M, K not a multiple of --dp, --pp, ZeRO-2/3.
+#  - refused for now, one line each: K not dividing M, K not a multiple of --dp, ZeRO-2/3.
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 make_text "$T/text.txt"
@@ -19,12 +20,14 @@ params() { tail -1 "$1" | grep -o '"params": [0-9]*' | cut -d' ' -f2 | tr '\n' '
 for K in 2 4; do
   train one$K $m --accum-blocks $K
   train onek$K $m --accum-blocks $K --tp-blocks 2
-  for layout in "dp2:--dp 2" "z1:--dp 2 --zero 1" "dp4:--dp 4" "tp2:--tp 2" "dptp:--dp 2 --tp 2"; do
+  for layout in "dp2:--dp 2" "z1:--dp 2 --zero 1" "dp4:--dp 4" "tp2:--tp 2" "dptp:--dp 2 --tp 2" "pp2:--pp 2" \
+                "pp2zb:--pp 2 --schedule zb" "dppp:--dp 2 --pp 2 --zero 1" \
+                "tppp:--tp 2 --pp 2"; do
     name=${layout%%:*}
     [ $name = dp4 ] && [ $K = 2 ] && continue # 4 ranks need 4 blocks
     train $name$K $m --accum-blocks $K ${layout#*:}
     ref=one$K
-    case $name in tp2|dptp) ref=onek$K ;; esac
+    case $name in tp2|dptp|tppp) ref=onek$K ;; esac
     same_run "$name --accum-blocks $K" "$T/$ref" "$T/$name$K"
     cmp -s <(vals "$T/$ref.jsonl") <(vals "$T/$name$K.jsonl") && pass || fail "$name K $K: validation losses differ"
   done
@@ -43,7 +46,8 @@ train dd $m --dp 2 --accum-blocks 2
 read -r p0 _ <<< "$(params "$T/dd.jsonl")"
 [ "$(grads "$T/dd.jsonl")" = "$((2 * p0)) $((2 * p0)) " ] && pass \
   || fail "DDP dp 2 at K 2: grads $(grads "$T/dd.jsonl"), params $(params "$T/dd.jsonl")"
-for x in "one1:--accum-blocks 1" "dd:--dp 2 --accum-blocks 2" "z14:--dp 2 --zero 1 --accum-blocks 4"; do
+for x in "one1:--accum-blocks 1" "dd:--dp 2 --accum-blocks 2" "z14:--dp 2 --zero 1 --accum-blocks 4" \
+         "pk1:--pp 2 --accum-blocks 1" "dpk:--dp 2 --pp 2 --accum-blocks 2"; do
   [ -f "$T/${x%%:*}.jsonl" ] || train ${x%%:*} $m ${x#*:}
   want=$($MT_BIN train $m ${x#*:} --plan | awk '{print $7}' | tr '\n' ' ')
   [ "$want" = "$(grads "$T/${x%%:*}.jsonl")" ] && pass || fail "${x#*:}: grads $(grads "$T/${x%%:*}.jsonl"), plan $want"
@@ -56,6 +60,5 @@ resume "$T/half" "$T/res.jsonl" "$T/res" --layers 2 --heads 4 --dim 32
 same_resumed "dp 2 at K 2 resumed on one rank without --accum-blocks" "$T/dd" "$T/res.jsonl" "$T/res" 6
 expect_bad_input "K not dividing M" $MT_BIN train $m --accum-blocks 3
 expect_bad_input "K not a multiple of --dp" $MT_BIN train $m --accum-blocks 2 --dp 4
-expect_bad_input "K with --pp" $MT_BIN train $m --accum-blocks 2 --pp 2
 expect_bad_input "K with ZeRO-2" $MT_BIN train $m --accum-blocks 2 --dp 2 --zero 2
 finish

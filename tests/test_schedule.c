@@ -227,6 +227,80 @@ static void tree_plan(void)
     }
 }
 
+/* the blocked order written as text: a block "((g0+g1)+g2)", the blocks as the tree */
+static void blocks_text(int lo, int hi, int B, char *out) /* out: 2040 bytes, or 4096 at the top */
+{
+    if (hi - lo == B) {
+        char t[2040];
+        sprintf(out, "g%d", lo);
+        for (int k = lo + 1; k < hi; k++) {
+            snprintf(t, sizeof t, "(%.1990s+g%d)", out, k);
+            strcpy(out, t);
+        }
+        return;
+    }
+    int mid = lo + (hi - lo) / B / 2 * B;
+    char a[2040], b[2040];
+    blocks_text(lo, mid, B, a);
+    blocks_text(mid, hi, B, b);
+    snprintf(out, 2040, "(%.1015s+%.1015s)", a, b);
+}
+
+/* the blocked order on floats */
+static float blocks_sum(const float *x, int lo, int hi, int B)
+{
+    if (hi - lo == B) {
+        float s = x[lo];
+        for (int k = lo + 1; k < hi; k++)
+            s += x[k];
+        return s;
+    }
+    int mid = lo + (hi - lo) / B / 2 * B;
+    return blocks_sum(x, lo, mid, B) + blocks_sum(x, mid, hi, B);
+}
+
+/* The blocked plan (--accum-blocks) for every M <= 24 and B dividing M, run on text: the
+ * same expression as the definition, leaves in order, buffers within the temporaries; and
+ * mt_tree_plan_sum on floats gives the blocked sum's bits. */
+static void tree_plan_blocks(void)
+{
+    int checked = 0;
+    for (int M = 1; M <= 24; M++)
+        for (int B = 1; B <= M; B++) {
+            if (M % B)
+                continue;
+            static char buf[12][4096];
+            char want[4096], t[4096];
+            MtTreeStep steps[64];
+            int n = mt_tree_plan_blocks(M, B, steps), leaves = 0, maxbuf = 0, ok = n < 2 * M;
+            for (int i = 0; i < n; i++) {
+                MtTreeStep *st = &steps[i];
+                maxbuf = st->buf > maxbuf ? st->buf : maxbuf;
+                if (st->leaf >= 0) {
+                    ok &= st->leaf == leaves++;
+                    sprintf(buf[st->buf], "g%d", st->leaf);
+                } else {
+                    snprintf(t, sizeof t, "(%s+%s)", buf[st->buf], buf[st->src]);
+                    strcpy(buf[st->buf], t);
+                }
+            }
+            blocks_text(0, M, B, want);
+            CHECK(ok && leaves == M, "M %d B %d: leaves out of order or too many steps (%d)", M, B, n);
+            CHECK(strcmp(buf[0], want) == 0, "M %d B %d: plan %s, definition %s", M, B, buf[0], want);
+            CHECK(maxbuf <= mt_tree_temps_blocks(M, B), "M %d B %d: buffer %d beyond %d temporaries", M, B, maxbuf,
+                  mt_tree_temps_blocks(M, B));
+            float x[24], got, sum;
+            for (int i = 0; i < M; i++)
+                x[i] = (float)((i * 2654435761u % 1000003u) * 1e-3) * (i % 3 ? 1.0f : 1e-4f);
+            got = mt_tree_plan_sum(steps, n, x);
+            sum = blocks_sum(x, 0, M, B);
+            CHECK(memcmp(&got, &sum, sizeof got) == 0, "M %d B %d: the plan's float sum %.9g, blocked %.9g", M, B, got,
+                  sum);
+            checked++;
+        }
+    CHECK(checked > 80, "only %d (M, B) checked", checked);
+}
+
 /* Costs per stage: the same costs as an array give the same run; a naive pipeline whose
  * stages cost F 1, B 2 and F 3, B 4 takes M (1 + 3 + 4 + 2) with half of it idle. */
 static void stage_costs(void)
@@ -309,6 +383,7 @@ int main(void)
     exhaustive();
     mutations();
     tree_plan();
+    tree_plan_blocks();
     stage_costs();
     stages();
     return mt_test_done("test_schedule");

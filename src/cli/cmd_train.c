@@ -77,18 +77,16 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
     return MT_OK;
 }
 
-/* --accum-blocks K (mt_train.h): K divides the M micro-batches and every dp rank owns whole
- * blocks.  For now the trainer's tree runs it (one rank, DDP, ZeRO-1, tensor parallelism);
- * ZeRO-2/3 over dp and the pipeline keep their own trees, K = M only (issue 26). */
+/* --accum-blocks K (mt_train.h): K divides the M micro-batches and every dp rank (pipeline
+ * copy) owns whole blocks.  The trainer's tree (one rank, DDP, ZeRO-1, tensor parallelism)
+ * and the pipeline's plan (mt_tree_plan_blocks) run it; ZeRO-2/3 over dp reduce-scatter each
+ * leaf as it finishes and keep K = M for now (issue 26). */
 static MtStatus check_accum(const TrainArgs *a, int M)
 {
     int K = a->accum_blocks;
     if (K < 0 || (K > 0 && M % K != 0))
         return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks %d must divide the step's %d micro-batches "
                         "(0: one block per micro-batch)", K, M);
-    if (K > 0 && a->pp > 1)
-        return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks with --pp: the pipeline sums its stages' "
-                        "micro-batches in its own tree; not yet (issue 26)");
     if (K > 0 && a->dp > 1 && a->zero >= 2)
         return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks with --zero %d: ZeRO-2 and FSDP reduce each "
                         "micro-batch's gradient as it finishes; not yet (issue 26)", a->zero);

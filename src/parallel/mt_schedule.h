@@ -152,5 +152,14 @@ typedef struct {
 int mt_tree_plan(int M, MtTreeStep *steps);
 /* Temporary buffers the plan uses: ceil(log2 M). */
 int mt_tree_temps(int M);
+/* The same in accumulation blocks of B leaves (mt_train.h, --accum-blocks; B divides M): each
+ * block left to right, its later leaves through the leaf buffer 1 + ceil(log2(M / B)), the
+ * blocks as the tree; B = 1 is mt_tree_plan.  Temporaries: ceil(log2(M / B)) + (B > 1). */
+int mt_tree_plan_blocks(int M, int B, MtTreeStep *steps);
+#define MT_TREE_MAX_BUFS 34 /* buffers a plan of up to 2^32 leaves can name */
+/* The plan's n steps run on one float per leaf (the step's loss): the same additions in the
+ * same order as on the gradients. */
+float mt_tree_plan_sum(const MtTreeStep *steps, int n, const float *x);
+int mt_tree_temps_blocks(int M, int B);
 
 #endif

@@ -240,7 +240,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     if (!p->list || !p->plan || !p->ltr || !p->leaf_loss)
         goto oom;
     p->nlist = mt_schedule_build(&p->sched, p->rank, p->list);
-    p->nplan = mt_tree_plan(M, p->plan);
+    p->nplan = mt_tree_plan_blocks(M, mt_accum_block_size(tc), p->plan); /* --accum-blocks (mt_train.h) */
     for (int k = 0; k < M; k++) { /* the test hook's order: ((g0 + g1) + g2) + ... */
         p->ltr[k ? 2 * k - 1 : 0] = (MtTreeStep){k, k ? 1 : 0, -1};
         if (k)
@@ -298,7 +298,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     MT_ASSERT(off == tc->grads_len, "pipeline arrays: %lld floats laid out, %lld allocated", (long long)off,
               (long long)tc->grads_len);
     /* gradient tree buffers (round-robin: the tree runs on shards, below) */
-    p->ngbuf = 1 + mt_tree_temps(M);
+    p->ngbuf = 1 + mt_tree_temps_blocks(M, mt_accum_block_size(tc));
     p->gbuf[0] = tr->grads;
     for (int i = 1; i < p->ngbuf && !rr(p); i++)
         if (!(p->gbuf[i] = alloc_f(p, MT_MEM_GRADS, off)))
@@ -1143,7 +1143,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     double t = mt_now();
     for (int i = 0; i < p->send_next; i++)
         req_done(p, &p->send_req[i], 1);
-    p->loss = p->rank == p->P - 1 ? loss_tree(p->leaf_loss, 0, p->o.M) : 0.0f;
+    p->loss = p->rank == p->P - 1 ? mt_tree_plan_sum(p->plan, p->nplan, p->leaf_loss) : 0.0f; /* as the gradients */
     if (rr(p) && p->rank == p->P - 1) { /* the copies' leaf losses, back in the step's order */
         int D = p->o.zero_dp, M = p->o.M;
         float *all = p->loss_all + (int64_t)M * D;
@@ -1333,7 +1333,7 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
                   int64_t bytes[MT_MEM_NCAT])
 {
     int64_t ulo[MT_MAX_UNITS], uhi[MT_MAX_UNITS], VC = mt_trainer_spans(tc, ulo, uhi);
-    int ngbuf = 1 + mt_tree_temps(o->M), S = zero_S(o), rrm = o->mb_stride > 1;
+    int ngbuf = 1 + mt_tree_temps_blocks(o->M, mt_accum_block_size(tc)), S = zero_S(o), rrm = o->mb_stride > 1;
     if (!rrm) /* the tree's temporaries (round-robin: on shards, below) */
         bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - 1) * tc->grads_len;
     MtSchedule s = {o->kind, P, o->M, o->V};

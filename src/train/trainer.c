@@ -57,7 +57,7 @@ int mt_accum_block_size(const MtTrainConfig *tc)
     return tc->accum_blocks > 0 ? M / tc->accum_blocks : 1;
 }
 
-int mt_accum_buffers(int span, int B) { return tree_depth(span / B) + (B > 1); }
+int mt_accum_buffers(int span, int B) { return span > 1 ? tree_depth(span / B) + (B > 1) : 0; }
 
 /* A failed allocation of a size the user's model and batch asked for: bad input (exit 2),
  * naming what and how much; everything allocated so far is freed. */
@@ -159,7 +159,7 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     for (int i = 0; i < tr->ntmp; i++)
         if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
             return alloc_failed(tr, "gradient tree buffers", gbytes);
-    if (tr->blk > 1 && !(tr->leafbuf = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
+    if (tr->blk > 1 && tc->tree_span != 1 && !(tr->leafbuf = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
         return alloc_failed(tr, "the accumulation block's leaf buffer", gbytes);
     MtActsShape sh = mt_trainer_acts_shape(tc);
     MtStatus s = tc->acts_none ? MT_OK : mt_acts_alloc_shape(&tr->acts, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh);
