@@ -96,6 +96,16 @@ static MtStatus check_accum(const TrainArgs *a, int M)
     return MT_OK;
 }
 
+/* A refusal caused by a setting of the arithmetic that a resume continued (the flag not
+ * given): the message says where the value came from and how to change it. */
+static MtStatus kept_setting(MtStatus s, const char *flag, int value, const char *dir)
+{
+    char why[512];
+    snprintf(why, sizeof why, "%s", mt_error_msg());
+    return mt_error(s, "%s (--%s %d continues the checkpoint's arithmetic, %s/trainer_state.json; give --%s to "
+                    "change it from here on)", why, flag, value, dir, flag);
+}
+
 /* "3,2,2" -> blocks per stage; MT_EINPUT on anything else */
 static MtStatus parse_stage_layers(const char *text, int *out, int *n)
 {
@@ -608,14 +618,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (a.resume && (s = mt_ckpt_check_shapes(a.resume, &tc.cfg, 1)) != MT_OK) /* before any allocation */
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     int k_kept = a.resume && rs.tp_blocks > 0 && !mt_flag_find(flags, nflags, "tp-blocks")->set;
-    if ((s = check_layout(&a, &tc.cfg)) != MT_OK && k_kept) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", mt_error_msg());
-        return mt_cli_fail(mt_error(s, "%s (--tp-blocks %d continues the checkpoint's arithmetic, %s/trainer_state.json; "
-                                    "give --tp-blocks to change it from here on)", why, a.tp_blocks, a.resume));
-    }
-    if (s != MT_OK)
-        return mt_cli_fail(s);
+    if ((s = check_layout(&a, &tc.cfg)) != MT_OK)
+        return mt_cli_fail(k_kept ? kept_setting(s, "tp-blocks", a.tp_blocks, a.resume) : s);
     MtPipeOptions po = {0};
     if (a.pp > 1) {
         int given[MT_MAX_STAGES], ngiven = 0;
@@ -641,16 +645,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     if (tc.batch % tc.micro == 0 && (s = mt_dp_check(a.dp, tc.batch / tc.micro)) != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
-    if ((s = check_accum(&a, tc.batch / tc.micro)) != MT_OK && a.resume && rs.accum_blocks > 0 &&
-        !mt_flag_find(flags, nflags, "accum-blocks")->set) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", mt_error_msg());
-        return mt_cli_fail(mt_error(s, "%s (--accum-blocks %d continues the checkpoint's arithmetic, "
-                                    "%s/trainer_state.json; give --accum-blocks to change it from here on)", why,
-                                    a.accum_blocks, a.resume));
-    }
-    if (s != MT_OK)
-        return mt_cli_fail(s);
+    if ((s = check_accum(&a, tc.batch / tc.micro)) != MT_OK)
+        return mt_cli_fail(a.resume && rs.accum_blocks > 0 && !mt_flag_find(flags, nflags, "accum-blocks")->set
+                               ? kept_setting(s, "accum-blocks", a.accum_blocks, a.resume) : s);
     if (a.plan) { /* every rank's bytes from the layout alone, before anything runs */
         MtPlanLayout pl = {.dp = a.dp, .tp = a.tp, .pp = a.pp, .zero = a.zero, .shard = a.shard, .tp_blocks = a.tp_blocks,
                            .seqpar = a.seqpar, .det = !a.fast_comm, .po = po};

@@ -65,6 +65,8 @@ typedef struct {
     int ntmp;
     float *leafbuf;                /* a block's later leaves, before each is added (B > 1) */
     int blk;                       /* B: micro-batches per accumulation block */
+    int span;                      /* most micro-batches one call sums (tc.tree_span, or M); 1: the
+                                    * technique keeps its own tree (no tree or leaf buffers here) */
     MtWeights w;
     MtActs acts;
     int32_t *inputs, *targets;     /* one global batch (batch x seq each) */

@@ -153,13 +153,13 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
         if (!(tr->m = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, ob)) || !(tr->v = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, ob)))
             return alloc_failed(tr, "AdamW moments", ob);
         tr->blk = mt_accum_block_size(tc);
-        int span = tc->tree_span > 0 ? tc->tree_span : tc->batch / tc->micro;
-        tr->ntmp = tree_depth(span / tr->blk);
+        tr->span = tc->tree_span > 0 ? tc->tree_span : tc->batch / tc->micro;
+        tr->ntmp = tree_depth(tr->span / tr->blk);
     }
     for (int i = 0; i < tr->ntmp; i++)
         if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
             return alloc_failed(tr, "gradient tree buffers", gbytes);
-    if (tr->blk > 1 && tc->tree_span != 1 && !(tr->leafbuf = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
+    if (tr->blk > 1 && tr->span > 1 && !(tr->leafbuf = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
         return alloc_failed(tr, "the accumulation block's leaf buffer", gbytes);
     MtActsShape sh = mt_trainer_acts_shape(tc);
     MtStatus s = tc->acts_none ? MT_OK : mt_acts_alloc_shape(&tr->acts, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh);
