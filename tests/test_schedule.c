@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mt_accum.h"
 #include "mt_schedule.h"
 #include "mt_test.h"
 

@@ -721,7 +721,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
         mt_tpe_setup(&tpe, comm, &tc, a.tp, a.tp_blocks, a.seqpar);
     MtDpSum dsum = {.c = comm, .det = !a.fast_comm};
     if (comm && a.pp > 1 && a.dp > 1) { /* DDP or ZeRO over the copies of the pipeline */
-        mt_pipe_dp_options(&po, a.dp, mt_comm_group_rank(comm, MT_GROUP_DP), a.zero, a.shard, !a.fast_comm);
+        mt_pipe_dp_options(&po, a.dp, mt_comm_group_rank(comm, MT_GROUP_DP), a.zero, a.shard, !a.fast_comm,
+                           mt_accum_block_size(&tc));
         po.reduce = mt_dp_sum;
         po.reduce_ctx = &dsum;
     }

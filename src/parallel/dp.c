@@ -19,15 +19,14 @@ void mt_dp_range(int microbatches, int dp, int dp_rank, int *lo, int *hi)
     *hi = *lo + per;
 }
 
-int mt_dp_contiguous(int zero, int det, int N, int microbatches)
+int mt_dp_contiguous(int zero, int det, int N, int microbatches, int B)
 {
-    int R = microbatches / N;
-    return zero <= 1 || (det && (R & (R - 1)) != 0);
+    return !mt_accum_round_robin(N, zero, det, microbatches, B);
 }
 
 void mt_dp_configure(MtTrainConfig *tc, int N, int S, int zero, int det)
 {
-    int M = tc->batch / tc->micro, contig = mt_dp_contiguous(zero, det, N, M);
+    int M = tc->batch / tc->micro, contig = mt_dp_contiguous(zero, det, N, M, mt_accum_block_size(tc));
     S = S > 0 && zero > 0 ? S : N;
     tc->unit_align = mt_shard_align(S);
     int np = mt_param_count(&tc->cfg);
@@ -114,7 +113,7 @@ MtStatus mt_dp_init(MtDp *dp, MtTrainer *tr, MtComm *c, const MtDpOptions *o)
     dp->rank = mt_comm_group_rank(c, MT_GROUP_DP);
     dp->M = tr->tc.batch / tr->tc.micro;
     dp->rounds = dp->M / dp->N;
-    dp->contig = mt_dp_contiguous(o->zero, o->det, dp->N, dp->M);
+    dp->contig = mt_dp_contiguous(o->zero, o->det, dp->N, dp->M, tr->blk);
     MtGroupKind sg = o->zero > 0 ? MT_GROUP_DP_SHARD : MT_GROUP_DP;
     dp->S = mt_comm_group_size(c, sg);
     dp->copies = dp->N / dp->S;

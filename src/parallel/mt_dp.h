@@ -82,6 +82,8 @@ typedef struct {
     float *round_dst;
     float *rtmp[MT_MAX_TREE];
     int nrtmp;
+    MtTreeStep *plan; /* the rounds' tree (mt_accum.h) */
+    int nplan;
     MtWeights gview;
     float *leaf_loss; /* all M leaf losses */
     /* FSDP: gathered parameter slots, same grain as ugrad */
@@ -97,9 +99,10 @@ typedef struct {
 MtStatus mt_dp_check(int dp, int microbatches);
 void mt_dp_range(int microbatches, int dp, int dp_rank, int *lo, int *hi);
 /* Whether a layout takes contiguous runs with full local gradients: DDP and ZeRO-1 always;
- * ZeRO-2 and FSDP when the fixed order is asked for and M/N is not a power of two (round-
- * robin would not be bit-exact there), at the cost of full-size gradient buffers. */
-int mt_dp_contiguous(int zero, int det, int N, int microbatches);
+ * ZeRO-2 and FSDP unless they reduce round-robin (mt_accum_round_robin: accumulation blocks
+ * of B = 1, and M/N a power of two or the fixed order not asked for), at the cost of
+ * full-size gradient buffers. */
+int mt_dp_contiguous(int zero, int det, int N, int microbatches, int B);
 /* Sets the trainer configuration for N ranks and a ZeRO stage (padding, shard lengths,
  * tree span) before mt_trainer_init. */
 void mt_dp_configure(MtTrainConfig *tc, int N, int S, int zero, int det);

@@ -77,9 +77,9 @@ typedef struct {
     int zero_dp, zero, zero_shard, det;
 } MtPipeOptions;
 
-/* Fills o's data-parallel fields for copy dp_rank of dp (o->M: the copy's micro-batches):
- * round-robin for ZeRO-2/3 when it is bit for bit (M a power of two) or !det. */
-void mt_pipe_dp_options(MtPipeOptions *o, int dp, int dp_rank, int zero, int shard, int det);
+/* Fills o's data-parallel fields for copy dp_rank of dp (o->M: the copy's micro-batches; B
+ * the accumulation block): round-robin for ZeRO-2/3 as mt_accum_round_robin decides. */
+void mt_pipe_dp_options(MtPipeOptions *o, int dp, int dp_rank, int zero, int shard, int det, int B);
 
 typedef struct {
     int stage, l0, l1, embed, head;

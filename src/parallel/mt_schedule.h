@@ -31,7 +31,7 @@
  *
  * Every schedule runs the backward passes of each stage in micro-batch order (and W in
  * micro-batch order), so a stage's gradient can be accumulated as the canonical pairwise
- * tree over micro-batches as the leaves arrive (mt_tree_plan).
+ * tree over micro-batches as the leaves arrive (mt_tree_plan, mt_accum.h).
  *
  *   naive        one micro-batch at a time through all stages and back (vertical model
  *                parallelism): bubble (P-1)/P
@@ -137,29 +137,5 @@ typedef struct {
 MtStatus mt_simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs,
                      MtSimResult *res);
 void mt_sim_free(MtSimResult *res);
-
-/* ---- the canonical tree over micro-batches, as a plan ---- */
-
-/* The balanced pairwise tree of mt_train.h over M leaves, evaluated depth first, as steps:
- * leaf k is written into buffer buf (0 = the result, d+1 = temporary d); an add sums
- * buffer src into buffer dst.  Leaves come in order 0..M-1; the adds listed after leaf k
- * are those the recursion runs before leaf k+1.  Returns the number of steps (< 2M). */
-typedef struct {
-    int leaf;     /* >= 0: leaf index; -1: an add */
-    int buf;      /* leaf: its buffer; add: dst */
-    int src;      /* add: src */
-} MtTreeStep;
-int mt_tree_plan(int M, MtTreeStep *steps);
-/* Temporary buffers the plan uses: ceil(log2 M). */
-int mt_tree_temps(int M);
-/* The same in accumulation blocks of B leaves (mt_train.h, --accum-blocks; B divides M): each
- * block left to right, its later leaves through the leaf buffer 1 + ceil(log2(M / B)), the
- * blocks as the tree; B = 1 is mt_tree_plan.  Temporaries: ceil(log2(M / B)) + (B > 1). */
-int mt_tree_plan_blocks(int M, int B, MtTreeStep *steps);
-#define MT_TREE_MAX_BUFS 34 /* buffers a plan of up to 2^32 leaves can name */
-/* The plan's n steps run on one float per leaf (the step's loss): the same additions in the
- * same order as on the gradients. */
-float mt_tree_plan_sum(const MtTreeStep *steps, int n, const float *x);
-int mt_tree_temps_blocks(int M, int B);
 
 #endif

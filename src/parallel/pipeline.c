@@ -38,11 +38,9 @@ static void chunk_units(const MtPipeOptions *o, int L, int P, int rank, int c, M
     ch->l1 = *ul < L ? *ul : L;
 }
 
-static int pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
-
-void mt_pipe_dp_options(MtPipeOptions *o, int dp, int dp_rank, int zero, int shard, int det)
+void mt_pipe_dp_options(MtPipeOptions *o, int dp, int dp_rank, int zero, int shard, int det, int B)
 {
-    int rr = dp > 1 && zero >= 2 && (!det || pow2(o->M));
+    int rr = mt_accum_round_robin(dp, zero, det, o->M * dp, B);
     o->first_mb = rr ? dp_rank : dp_rank * o->M;
     o->mb_stride = rr ? dp : 1;
     o->zero_dp = dp > 1 && zero > 0 ? dp : 0;
@@ -591,21 +589,6 @@ static const int32_t *tokens_of(const MtPipe *p, int mb)
     return p->tr->inputs + (int64_t)mb * p->tr->tc.micro * p->tr->tc.seq;
 }
 
-static void add_span(float *dst, const float *src, int64_t n)
-{
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++)
-        dst[i] += src[i];
-}
-
-/* leaf `mb` is in bufs[plan buf]: run the adds that follow it; returns the new position */
-static int tree_adds(const MtPipe *p, const MtTreeStep *plan, int at, float *const *bufs, int64_t off, int64_t n)
-{
-    for (at++; at < p->nplan && plan[at].leaf < 0; at++)
-        add_span(bufs[plan[at].buf] + off, bufs[plan[at].src] + off, n);
-    return at;
-}
-
 /* Completes the due E (their place in the list has passed) in micro-batch order: the rows
  * of k added to H_k, the leaf into the wte tree.  Waits for the first `wait` of them, then
  * takes only those already arrived. */
@@ -638,7 +621,7 @@ static void poll_e(MtPipe *p, int wait)
             mt_allreduce(p->c, MT_GROUP_DP, p->wbuf[ts->buf], VC, p->o.det);
             clock_in(p, t);
         }
-        p->wtstep = tree_adds(p, p->plan, p->wtstep, p->wbuf, 0, VC);
+        p->wtstep = mt_accum_adds(p->plan, p->nplan, p->wtstep, p->wbuf, 0, VC);
         p->h_mb[h] = -1;
         p->e_next++;
         wait--;
@@ -734,7 +717,7 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
 static void leaf_end(MtPipe *p, MtPipeChunk *ch, int mb)
 {
     if (!rr(p))
-        ch->tstep = tree_adds(p, ch->plan, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
+        ch->tstep = mt_accum_adds(ch->plan, p->nplan, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
     ch->freelist[ch->nfree++] = ch->slot[mb];
 }
 
@@ -755,7 +738,7 @@ static void leaf_reduce(MtPipe *p, MtPipeChunk *ch)
     }
     clock_in(p, t);
     int64_t a = m->shard_off[ch->zu0], b = m->shard_off[ch->zu1 - 1] + m->chunk[ch->zu1 - 1];
-    ch->tstep = tree_adds(p, ch->plan, ch->tstep, p->sbuf, a, b - a);
+    ch->tstep = mt_accum_adds(ch->plan, p->nplan, ch->tstep, p->sbuf, a, b - a);
 }
 
 static const float *block_input(const MtPipeChunk *ch, const MtActs *s, int l)
@@ -900,14 +883,6 @@ static void run(MtPipe *p, const MtAction *a)
 }
 
 /* ---- the step ---- */
-
-static float loss_tree(const float *x, int lo, int hi)
-{
-    if (hi - lo == 1)
-        return x[lo];
-    int mid = lo + (hi - lo) / 2;
-    return loss_tree(x, lo, mid) + loss_tree(x, mid, hi);
-}
 
 /* the single-device norm: every unit's block sums in order, from whichever rank holds it;
  * the last rank's loss rides along.  The first stage sums its other units while the wte
@@ -1152,7 +1127,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
         for (int d = 0; d < D; d++)
             for (int j = 0; j < M; j++)
                 p->loss_all[j * D + d] = all[d * M + j];
-        p->loss = loss_tree(p->loss_all, 0, M * D);
+        p->loss = mt_accum_tree_sum(p->loss_all, M * D);
     }
     if (p->o.zero_dp > 1 && !rr(p)) { /* ZeRO: each unit reduce-scattered over the copies */
         if (p->ch[0].embed) /* the wte part comes whole (and reduced) from the last stage */

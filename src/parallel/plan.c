@@ -36,7 +36,7 @@ static void configure(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank,
     x->po = l->po;
     if (l->pp > 1) { /* as the command configures a copy of the pipeline */
         x->po.M = x->tc.batch / x->tc.micro / l->dp;
-        mt_pipe_dp_options(&x->po, l->dp, x->dp_rank, l->zero, l->shard, l->det);
+        mt_pipe_dp_options(&x->po, l->dp, x->dp_rank, l->zero, l->shard, l->det, mt_accum_block_size(&x->tc));
         mt_pipe_configure(&x->tc, &x->po, l->pp, x->pp_rank);
     } else if (world > 1 && (!x->use_tp || l->dp > 1)) {
         mt_dp_configure(&x->tc, l->dp, l->shard, l->zero, l->det);

@@ -1,4 +1,4 @@
-/* schedule.c - pipeline stages, schedule generators, the simulator, the tree plan (pure). */
+/* schedule.c - pipeline stages, schedule generators, the simulator (pure). */
 #include "mt_schedule.h"
 
 #include <stdio.h>
@@ -548,57 +548,3 @@ MtStatus mt_simulate(const MtSchedule *s, MtAction *const *lists, const int *n, 
 {
     return simulate(s, lists, n, costs, 1, res);
 }
-
-/* ---- tree plan ---- */
-
-/* leaves [lo, hi) in blocks of B: a block left to right through the leaf buffer L, the
- * blocks as the pairwise tree */
-static void plan(int lo, int hi, int B, int L, int buf, int depth, MtTreeStep *steps, int *n)
-{
-    if (hi - lo == B) {
-        steps[(*n)++] = (MtTreeStep){lo, buf, -1};
-        for (int k = lo + 1; k < hi; k++) {
-            steps[(*n)++] = (MtTreeStep){k, L, -1};
-            steps[(*n)++] = (MtTreeStep){-1, buf, L};
-        }
-        return;
-    }
-    int mid = lo + (hi - lo) / B / 2 * B;
-    plan(lo, mid, B, L, buf, depth + 1, steps, n);
-    plan(mid, hi, B, L, depth + 1, depth + 1, steps, n);
-    steps[(*n)++] = (MtTreeStep){-1, buf, depth + 1};
-}
-
-static int depth_of(int n)
-{
-    int d = 0;
-    while ((1 << d) < n)
-        d++;
-    return d;
-}
-
-int mt_tree_plan_blocks(int M, int B, MtTreeStep *steps)
-{
-    int n = 0;
-    plan(0, M, B, 1 + depth_of(M / B), 0, 0, steps, &n);
-    return n;
-}
-
-int mt_tree_plan(int M, MtTreeStep *steps) { return mt_tree_plan_blocks(M, 1, steps); }
-
-float mt_tree_plan_sum(const MtTreeStep *steps, int n, const float *x)
-{
-    float buf[MT_TREE_MAX_BUFS] = {0};
-    for (int i = 0; i < n; i++) {
-        MT_ASSERT(steps[i].buf < MT_TREE_MAX_BUFS, "tree plan buffer %d", steps[i].buf);
-        if (steps[i].leaf >= 0)
-            buf[steps[i].buf] = x[steps[i].leaf];
-        else
-            buf[steps[i].buf] += buf[steps[i].src];
-    }
-    return buf[0];
-}
-
-int mt_tree_temps_blocks(int M, int B) { return depth_of(M / B) + (B > 1); }
-
-int mt_tree_temps(int M) { return mt_tree_temps_blocks(M, 1); }

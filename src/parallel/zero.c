@@ -242,31 +242,6 @@ static float round_grad(MtDp *dp, int j, float *dst)
     return loss;
 }
 
-/* the rounds [lo, hi) summed as the pairwise tree into dst; leaf losses into leaf_loss */
-static void round_tree(MtDp *dp, int lo, int hi, float *dst, int depth, float *losses)
-{
-    if (hi - lo == 1) {
-        losses[lo] = round_grad(dp, lo, dst);
-        return;
-    }
-    int mid = lo + (hi - lo) / 2;
-    round_tree(dp, lo, mid, dst, depth + 1, losses);
-    float *right = dp->rtmp[depth];
-    round_tree(dp, mid, hi, right, depth + 1, losses);
-    int64_t n = dp->map.shard_len;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++)
-        dst[i] += right[i];
-}
-
-static float loss_tree(const float *x, int lo, int hi)
-{
-    if (hi - lo == 1)
-        return x[lo];
-    int mid = lo + (hi - lo) / 2;
-    return loss_tree(x, lo, mid) + loss_tree(x, mid, hi);
-}
-
 void mt_zero_step(MtDp *dp, const MtTokens *data, MtStepStats *st)
 {
     MtTrainer *tr = dp->tr;
@@ -279,28 +254,27 @@ void mt_zero_step(MtDp *dp, const MtTokens *data, MtStepStats *st)
                       tr->targets + off);
     }
     float *mine = dp->leaf_loss + (int64_t)dp->rank * R, *all = dp->leaf_loss + (int64_t)dp->M;
-    round_tree(dp, 0, R, tr->grads, 0, mine);
+    float *bufs[MT_TREE_MAX_BUFS] = {tr->grads}; /* the rounds as the tree (mt_accum.h): result, temporaries */
+    for (int d = 0; d < dp->nrtmp; d++)
+        bufs[1 + d] = dp->rtmp[d];
+    for (int i = 0; i < dp->nplan;) {
+        const MtTreeStep *s = &dp->plan[i];
+        mine[s->leaf] = round_grad(dp, s->leaf, bufs[s->buf]);
+        i = mt_accum_adds(dp->plan, dp->nplan, i, bufs, 0, dp->map.shard_len);
+    }
     double t = mt_now();
     mt_allgather(dp->c, MT_GROUP_DP, mine, dp->leaf_loss, (int64_t)dp->M);
     mt_dp_clock(dp, t);
     for (int r = 0; r < N; r++) /* leaf k = j N + r sits at [r R + j] */
         for (int j = 0; j < R; j++)
             all[j * N + r] = dp->leaf_loss[r * R + j];
-    st->loss = loss_tree(all, 0, dp->M);
+    st->loss = mt_accum_tree_sum(all, dp->M);
     sharded_update(dp, st);
     if (dp->o.zero == 2)
         gather_params(dp);
 }
 
 /* ---- set-up ---- */
-
-static int depth_of(int n)
-{
-    int d = 0;
-    while ((1 << d) < n)
-        d++;
-    return d;
-}
 
 MtStatus mt_zero_init(MtDp *dp)
 {
@@ -324,7 +298,10 @@ MtStatus mt_zero_init(MtDp *dp)
         for (int s = 0; s < 4; s++)
             if (lens[s] && !(dp->ugrad[s] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)lens[s])))
                 goto oom;
-        dp->nrtmp = depth_of(dp->rounds);
+        dp->nrtmp = mt_accum_depth(dp->rounds);
+        if (!(dp->plan = malloc(sizeof(MtTreeStep) * 2 * (size_t)dp->rounds)))
+            goto oom;
+        dp->nplan = mt_tree_plan(dp->rounds, dp->plan);
         for (int d = 0; d < dp->nrtmp; d++)
             if (!(dp->rtmp[d] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)m->shard_len)))
                 goto oom;
@@ -373,6 +350,8 @@ void mt_zero_free(MtDp *dp)
     dp->nrtmp = 0;
     free(dp->leaf_loss);
     dp->leaf_loss = NULL;
+    free(dp->plan);
+    dp->plan = NULL;
 }
 
 /* ---- whole arrays from the shards ---- */
@@ -435,13 +414,13 @@ void mt_dp_plan(const MtTrainConfig *tc, int N, int S, int zero, int det, int sh
     MT_ASSERT(mt_shard_map(lo, hi, nu, S, shard_rank, &m) == 0, "the plan's table is not aligned for %d shards", S);
     int M = tc->batch / tc->micro;
     int64_t lens = m.len[0] + m.len[nu - 1] + 2 * m.max_block_len; /* as mt_zero_init allocates */
-    if (mt_dp_contiguous(zero, det, N, M)) {
+    if (mt_dp_contiguous(zero, det, N, M, mt_accum_block_size(tc))) {
         int64_t most = 0;
         for (int u = 0; u < nu; u++)
             most = m.chunk[u] > most ? m.chunk[u] : most;
         bytes[MT_MEM_GRADS] += 4 * most;
     } else
-        bytes[MT_MEM_GRADS] += 4 * (lens + depth_of(M / N) * m.shard_len);
+        bytes[MT_MEM_GRADS] += 4 * (lens + mt_accum_depth(M / N) * m.shard_len);
     if (zero == 3)
         bytes[MT_MEM_PARAMS] += 4 * lens;
 }
@@ -459,7 +438,7 @@ int64_t mt_dp_plan_comm(const MtTrainConfig *tc, int N, int S, int zero, int det
     int64_t rs = 4 * (int64_t)(S - 1) * P / S, across = c > 1 ? 8 * (int64_t)(c - 1) * shard / c : 0;
     int64_t bytes = 8 * (int64_t)(S - 1) * (shard / MT_NORM_BLOCK); /* the norm's block sums */
     int64_t fsdp = 4 * (int64_t)(S - 1) * (2 * P - (hi[0] - lo[0]) - (hi[nu - 1] - lo[nu - 1])) / S;
-    if (mt_dp_contiguous(zero, det, N, M)) /* reduce-scattered once, the loss all-reduced */
+    if (mt_dp_contiguous(zero, det, N, M, mt_accum_block_size(tc))) /* reduce-scattered once, the loss all-reduced */
         bytes += rs + across + loss + (zero == 3 ? (int64_t)(M / N) * fsdp : 0);
     else /* per round; the leaf losses all-gathered */
         bytes += (int64_t)(M / N) * (rs + across + (zero == 3 ? fsdp : 0)) + 4 * (int64_t)(N - 1) * M / N;

@@ -1,26 +1,17 @@
 /* mt_train.h - one device's training state and step.
  *
- * Canonical accumulation.  A step's global batch of `batch` sequences is cut into
- * M = batch / micro micro-batches of `micro` sequences, micro-batch k holding samples
- * [k*micro, (k+1)*micro).  The step's gradient (and loss) is the sum of the micro-batch
- * gradients (losses), each already divided by the number of tokens in the whole step,
- * combined as a balanced pairwise tree over the micro-batch index:
- *     S(lo, hi) = g[lo]                              if hi - lo == 1
- *               = S(lo, mid) + S(mid, hi),  mid = lo + (hi - lo) / 2   otherwise.
- * Evaluated depth first, it needs ceil(log2 M) extra gradient buffers.  A layout whose
- * ranks each own a whole subtree can reproduce these sums bit for bit.
- *
- * Accumulation blocks (--accum-blocks K, K dividing M; 0 is K = M, the tree above): the M
- * micro-batches are cut into K contiguous blocks of B = M / K; inside a block the leaves are
- * added left to right (the first assigned, each later one computed into its own buffer and
- * then added: BLIS splits the inner dimension, so beta = 1 in the product would be another
- * sum), and the K block sums form the same pairwise tree over the block index.  K = 1 is
- * PyTorch's order.  Memory: the gradient, ceil(log2 K) tree buffers and, when B > 1, one
- * leaf buffer; a rank that owns whole blocks forming a subtree gives one device's bits.
+ * Accumulation.  A step's global batch of `batch` sequences is cut into M = batch / micro
+ * micro-batches of `micro` sequences, micro-batch k holding samples [k*micro, (k+1)*micro).
+ * The step's gradient (and loss) is the sum of the micro-batch gradients (losses), each
+ * already divided by the number of tokens in the whole step, in the order of mt_accum.h:
+ * K blocks (tc.accum_blocks; 0 is K = M), each left to right, the blocks as the balanced
+ * pairwise tree.  The trainer runs that plan over its leaves (all M, or a data-parallel
+ * rank's run of whole blocks).
  */
 #ifndef MT_TRAIN_H
 #define MT_TRAIN_H
 
+#include "mt_accum.h"
 #include "mt_data.h"
 #include "mt_mem.h"
 #include "mt_model.h"
@@ -74,8 +65,9 @@ typedef struct {
     int64_t unit_end[MT_MAX_LAYERS + 2]; /* where each unit's tensors end (its padding begins) */
     int nunits;
     MtUnitHooks hooks;             /* seen by forward passes, and by the last leaf's backward */
-    float *spine_dst[MT_MAX_TREE], *spine_src[MT_MAX_TREE]; /* the last leaf's pending sums */
-    int nspine;
+    MtTreeStep *plan;              /* the accumulation plan of plan_leaves leaves (mt_accum.h) */
+    int nplan, plan_leaves, plan_last; /* its steps, leaves, the last leaf's step */
+    float *bufs[MT_TREE_MAX_BUFS]; /* the plan's buffers this call: the sum, gtmp, leafbuf */
     /* the gradient's sum of squares for mt_trainer_update: set by a technique whose tensors
      * are split over ranks (tensor parallelism); NULL: mt_grad_sumsq over the table */
     double (*sumsq)(void *ctx);
@@ -107,17 +99,15 @@ MtActsShape mt_trainer_acts_shape(const MtTrainConfig *tc);
 MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc);
 void mt_trainer_free(MtTrainer *tr);
 /* Loss and gradient (into tr->grads) of the global batch in tr->inputs / tr->targets,
- * in the canonical order.  Returns the loss. */
+ * in the accumulation order.  Returns the loss. */
 float mt_trainer_forward_backward(MtTrainer *tr);
-/* Micro-batches per accumulation block, B = M / K, and the gradient buffers beside the
- * gradient that summing `span` micro-batches needs: ceil(log2(span / B)) + (B > 1). */
+/* Micro-batches per accumulation block, B = M / K (mt_accum.h). */
 int mt_accum_block_size(const MtTrainConfig *tc);
-int mt_accum_buffers(int span, int B);
-/* The same over micro-batches [lo, hi) only (whole blocks): the subtree S(lo, hi) (a data-parallel rank's
- * share); loss and gradient still divided by the tokens of the whole step.
+/* The same over micro-batches [lo, hi) only (whole blocks; a data-parallel rank's share,
+ * summed by the plan over its own hi - lo leaves); loss and gradient still divided by the tokens of the whole step.
  * With tr->hooks set, the backward of the range's last micro-batch reports each unit's
- * GRADS_DONE after that unit's sums up the tree's right spine are done: from then on the
- * unit's span of tr->grads holds its final S(lo, hi) (gradient buckets start there). */
+ * GRADS_DONE after the plan's last adds are done on that unit: from then on the
+ * unit's span of tr->grads holds its final sum (gradient buckets start there). */
 float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi);
 /* Gradient (into gbuf, overwritten) and loss of micro-batch k alone, both divided by the
  * tokens of the whole step: the leaves of the tree. */

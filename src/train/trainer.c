@@ -43,21 +43,7 @@ static size_t param_bytes(const MtTrainer *tr, int64_t len)
     return sizeof(float) * (size_t)(len > 0 ? len : tr->nfloats);
 }
 
-static int tree_depth(int M)
-{
-    int d = 0;
-    while ((1 << d) < M)
-        d++;
-    return d;
-}
-
-int mt_accum_block_size(const MtTrainConfig *tc)
-{
-    int M = tc->batch / tc->micro;
-    return tc->accum_blocks > 0 ? M / tc->accum_blocks : 1;
-}
-
-int mt_accum_buffers(int span, int B) { return span > 1 ? tree_depth(span / B) + (B > 1) : 0; }
+int mt_accum_block_size(const MtTrainConfig *tc) { return mt_accum_block(tc->batch / tc->micro, tc->accum_blocks); }
 
 /* A failed allocation of a size the user's model and batch asked for: bad input (exit 2),
  * naming what and how much; everything allocated so far is freed. */
@@ -154,7 +140,7 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
             return alloc_failed(tr, "AdamW moments", ob);
         tr->blk = mt_accum_block_size(tc);
         tr->span = tc->tree_span > 0 ? tc->tree_span : tc->batch / tc->micro;
-        tr->ntmp = tree_depth(tr->span / tr->blk);
+        tr->ntmp = mt_accum_depth(tr->span / tr->blk);
     }
     for (int i = 0; i < tr->ntmp; i++)
         if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
@@ -208,6 +194,8 @@ void mt_trainer_free(MtTrainer *tr)
     mt_mem_free(&tr->mem, MT_MEM_OPTIM, tr->v, param_bytes(tr, tc->optim_len));
     tr->params = tr->grads = tr->m = tr->v = NULL;
     free(tr->table);
+    free(tr->plan);
+    tr->plan = NULL;
     free(tr->inputs);
     free(tr->targets);
     tr->table = NULL;
@@ -240,21 +228,14 @@ static float leaf(MtTrainer *tr, int k, float *gbuf, const MtUnitHooks *h)
 
 float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf) { return leaf(tr, k, gbuf, NULL); }
 
-static void add_span(float *dst, const float *src, int64_t lo, int64_t hi)
-{
-#pragma omp parallel for schedule(static)
-    for (int64_t i = lo; i < hi; i++)
-        dst[i] += src[i];
-}
-
-/* The last leaf's hook: a unit's gradient is final for this micro-batch; finish its sums up
- * the right spine (deepest first, as the recursion would), then tell the technique. */
+/* The last leaf's hook: a unit's gradient is final for this micro-batch; run the plan's
+ * remaining adds on its span, then tell the technique. */
 static void spine_hook(void *ctx, MtUnitEvent ev, int unit)
 {
     MtTrainer *tr = ctx;
     if (ev == MT_GRADS_DONE)
-        for (int d = tr->nspine - 1; d >= 0; d--)
-            add_span(tr->spine_dst[d], tr->spine_src[d], tr->unit_lo[unit], tr->unit_hi[unit]);
+        mt_accum_adds(tr->plan, tr->nplan, tr->plan_last, tr->bufs, tr->unit_lo[unit],
+                      tr->unit_hi[unit] - tr->unit_lo[unit]);
     tr->hooks.fn(tr->hooks.ctx, ev, unit);
 }
 
@@ -267,60 +248,59 @@ static void params_only_hook(void *ctx, MtUnitEvent ev, int unit)
         tr->hooks.fn(tr->hooks.ctx, ev, unit);
 }
 
-/* One accumulation block [lo, hi) into gbuf, left to right: the first leaf assigned, each
- * later one into the leaf buffer and then added; returns the block's loss (left to right).
- * On the spine the last leaf's sum is done unit by unit (spine_hook, one level deeper). */
-static float block(MtTrainer *tr, int lo, int hi, float *gbuf, int depth, int spine)
+/* The plan over n leaves (mt_accum.h), made when n changes. */
+static void plan_for(MtTrainer *tr, int n)
 {
-    int hooked = spine && tr->hooks.fn;
+    if (tr->plan && tr->plan_leaves == n)
+        return;
+    free(tr->plan);
+    tr->plan = malloc(sizeof(MtTreeStep) * 2 * (size_t)n);
+    MT_ASSERT(tr->plan, "out of memory for the accumulation plan of %d micro-batches", n);
+    tr->nplan = mt_tree_plan_blocks(n, tr->blk, tr->plan);
+    tr->plan_leaves = n;
+    for (int i = 0; i < tr->nplan; i++)
+        if (tr->plan[i].leaf == n - 1)
+            tr->plan_last = i;
+}
+
+/* Micro-batches [lo, hi) into tr->grads by the plan: each leaf computed into its buffer,
+ * the adds after it run over the whole array; with a technique's hooks the last leaf's adds
+ * run unit by unit as its backward finishes each unit (spine_hook).  Returns the loss, the
+ * leaves' losses summed by the same plan. */
+static float run_plan(MtTrainer *tr, int lo, int hi)
+{
+    int n = hi - lo;
+    plan_for(tr, n);
+    int ntemp = mt_accum_depth(n / tr->blk);
+    tr->bufs[0] = tr->grads;
+    for (int d = 0; d < ntemp; d++)
+        tr->bufs[1 + d] = tr->gtmp[d];
+    tr->bufs[1 + ntemp] = tr->leafbuf;
+    float *losses = malloc(sizeof(float) * (size_t)n);
+    MT_ASSERT(losses, "out of memory for %d leaf losses", n);
     MtUnitHooks params = {params_only_hook, tr}, last = {spine_hook, tr};
-    tr->nspine = depth;
-    float loss = leaf(tr, lo, gbuf, !tr->hooks.fn ? NULL : hooked && hi - lo == 1 ? &last : &params);
-    for (int k = lo + 1; k < hi; k++) {
-        int on_spine = hooked && k == hi - 1;
-        if (on_spine) {
-            tr->spine_dst[depth] = gbuf;
-            tr->spine_src[depth] = tr->leafbuf;
-            tr->nspine = depth + 1;
-        }
-        loss += leaf(tr, k, tr->leafbuf, !tr->hooks.fn ? NULL : on_spine ? &last : &params);
-        if (!on_spine) /* else done unit by unit by spine_hook */
-            add_span(gbuf, tr->leafbuf, 0, tr->nfloats);
+    for (int i = 0; i < tr->nplan;) {
+        const MtTreeStep *s = &tr->plan[i];
+        int on_spine = tr->hooks.fn && i == tr->plan_last;
+        losses[s->leaf] = leaf(tr, lo + s->leaf, tr->bufs[s->buf], !tr->hooks.fn ? NULL : on_spine ? &last : &params);
+        if (on_spine) /* its adds were run unit by unit */
+            break;
+        i = mt_accum_adds(tr->plan, tr->nplan, i, tr->bufs, 0, tr->nfloats);
     }
+    float loss = mt_tree_plan_sum(tr->plan, tr->nplan, losses);
+    free(losses);
     return loss;
 }
 
-/* S(lo, hi) of the header comment over whole blocks of tr->blk leaves, written into gbuf;
- * returns the loss of the subtree.  spine: this call is on the right spine of the whole
- * range (its last leaf is the range's). */
-static float accumulate(MtTrainer *tr, int lo, int hi, float *gbuf, int depth, int spine)
-{
-    int B = tr->blk, hooked = spine && tr->hooks.fn;
-    if (hi - lo == B)
-        return block(tr, lo, hi, gbuf, depth, spine);
-    int mid = lo + (hi - lo) / B / 2 * B; /* the blocks' midpoint: lo + (nb / 2) B */
-    float left = accumulate(tr, lo, mid, gbuf, depth + 1, 0);
-    float *right_buf = tr->gtmp[depth];
-    tr->spine_dst[depth] = gbuf;
-    tr->spine_src[depth] = right_buf;
-    float right = accumulate(tr, mid, hi, right_buf, depth + 1, spine);
-    if (!hooked) /* else done unit by unit by spine_hook */
-        add_span(gbuf, right_buf, 0, tr->nfloats);
-    return left + right;
-}
-
-float mt_trainer_forward_backward(MtTrainer *tr)
-{
-    return accumulate(tr, 0, tr->tc.batch / tr->tc.micro, tr->grads, 0, 1);
-}
+float mt_trainer_forward_backward(MtTrainer *tr) { return run_plan(tr, 0, tr->tc.batch / tr->tc.micro); }
 
 float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi)
 {
     MT_ASSERT(lo % tr->blk == 0 && (hi - lo) % tr->blk == 0 && hi > lo, "micro-batches [%d, %d) are not whole "
               "accumulation blocks of %d", lo, hi, tr->blk);
-    MT_ASSERT(tree_depth((hi - lo) / tr->blk) <= tr->ntmp, "a range of %d micro-batches needs more tree buffers "
-              "than the %d allocated (tree_span)", hi - lo, tr->ntmp);
-    return accumulate(tr, lo, hi, tr->grads, 0, 1);
+    MT_ASSERT(mt_accum_buffers(hi - lo, tr->blk) <= tr->ntmp + (tr->leafbuf != NULL),
+              "a range of %d micro-batches needs more gradient buffers than those allocated (tree_span)", hi - lo);
+    return run_plan(tr, lo, hi);
 }
 
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st)
