@@ -17,19 +17,26 @@
 # slice per tp rank; none without tp) against one rank with the same; ZeRO with --tp-blocks
 # 8 over fewer tp ranks is refused (its norm), one row per mesh shows it.
 #
-# Accumulation blocks: rows with --accum-blocks K (ZeRO 0-1, with and without pipelines) compare with one rank run
-# with the same K (and tp-blocks), made once per (K, tp-blocks).
+# The accumulation order (--accum-blocks K, mt_accum.h): each layout's reference is one rank
+# run with the K the layout's checkpoint records (its trainer_state.json: the default for the
+# layout, or the flag) and the same tp-blocks, made once per (K, tp-blocks).  Every layout
+# runs at its default K (dp, or one block per micro-batch for ZeRO-2/3); per mesh, rows add
+# K = M (--accum-blocks 0), and over dp ZeRO-1 at K = 2 dp and FSDP at K = dp (a blocked
+# order: contiguous runs); K = 1, PyTorch's order, is the default of every layout without dp.
 #
-# --quick: a representative subset (the test suite runs it): dp 2 x tp 2 and dp 2 x pp 2 zb at --accum-blocks 2, the three-way hybrid with
+# --quick: a representative subset (the test suite runs it): the three-way hybrid with
 # recomputation, FSDP x tp with sequence parallelism, hybrid-sharded ZeRO-2, dp x pp zb
 # with full recomputation, tp x pp zb, the three-way zb with sequence parallelism, each
 # ZeRO stage in a three-way hybrid (ZeRO-1 interleaved, ZeRO-2 with sequence parallelism,
-# FSDP zb with full recomputation), hybrid-sharded FSDP over pipeline copies, and two
-# refused: a layout that cannot be (16 stages of 8 layers) and ZeRO with 8 blocks over 2
-# tp ranks.  MT_BIN (default
-# build/meshtrain) and MT_DIFF (build/prog_stdiff) name the binaries.  Test hook:
-# MT_EQ_MUTATE=1 runs the layouts (through MT_TEST_BIN, the command with its hooks) (not the references) with tensor parallelism's blocks
-# summed left to right, which the matrix must report.
+# FSDP zb with full recomputation), hybrid-sharded FSDP over pipeline copies, interleaved
+# pp 2 with 8 chunks, dp 2 x tp 2 and dp 2 x pp 2 zb at --accum-blocks 2, FSDP dp 2 at K = 2,
+# and two refused: a layout that cannot be (16 stages of 8 layers) and ZeRO with 8 blocks
+# over 2 tp ranks.  MT_BIN (default build/meshtrain) and MT_DIFF (build/prog_stdiff) name
+# the binaries.  MT_EQ_GREP=PATTERN runs only the layouts whose flags match it (grep -E).
+# Test hooks: MT_EQ_MUTATE runs the layouts (not the references) through MT_TEST_BIN, the
+# command with its hooks, with a wrong order the matrix must report: 1 (or tp) tensor
+# parallelism's blocks summed left to right; rtl the trainer's first accumulation block
+# summed right to left; swap the trainer's first and last leaf exchanged.
 set -u
 cd "$(dirname "$0")/.."
 MT_BIN=${MT_BIN:-build/meshtrain}
@@ -62,39 +69,45 @@ plan_ok() {
   [ $r -gt 0 ]
 }
 
-# one-rank references: plain, and K = 2, 4, 8 blocks
-for k in 0 2 4 8; do
-  flag=""
-  [ $k -gt 0 ] && flag="--tp-blocks $k"
-  $MT_BIN train $model $flag --save "$W/ref$k" --log-json "$W/ref$k.jsonl" > "$W/ref$k.out" 2>&1 \
-    || { echo "equivalence: the one-rank reference (K $k) failed: $(tail -2 "$W/ref$k.out")" >&2; exit 1; }
-done
+# ref K A: the one-rank reference with --tp-blocks K (0: none) and --accum-blocks A, made once
+ref() {
+  local r=ref${1}a$2 kflag=""
+  [ $1 -gt 0 ] && kflag="--tp-blocks $1"
+  [ -d "$W/$r" ] || $MT_BIN train $model $kflag --accum-blocks $2 --save "$W/$r" --log-json "$W/$r.jsonl" \
+    > "$W/$r.out" 2>&1 || { echo "equivalence: the one-rank reference $r failed: $(tail -2 "$W/$r.out")" >&2; exit 1; }
+  echo $r
+}
+case ${MT_EQ_MUTATE:-0} in
+  0) mutate="" ;;
+  1|tp) mutate=MT_TEST_TP_LTR=1 ;;
+  rtl) mutate=MT_TEST_ACCUM_RTL=1 ;;
+  swap) mutate=MT_TEST_ACCUM_SWAP=1 ;;
+  *) echo "equivalence: MT_EQ_MUTATE=$MT_EQ_MUTATE: want 1, tp, rtl or swap" >&2; exit 2 ;;
+esac
 
 nrows=0 nsame=0 ndiff=0 nref=0 nfail=0
 t_start=$(date +%s)
-printf '%-84s %5s %3s  %s\n' layout ranks K result
+printf '%-84s %5s %3s %3s  %s\n' layout ranks K A result
 row() { # [K8] flags...: one layout against its reference (K8: --tp-blocks 8 under ZeRO too)
   local k8=0
   [ "$1" = K8 ] && { k8=1; shift; }
-  local flags="$*" k=8 dp=1 tp=1 pp=1 zero=0 acc=0
+  local flags="$*" k=8 dp=1 tp=1 pp=1 zero=0
+  [ -n "${MT_EQ_GREP:-}" ] && ! echo "$flags" | grep -qE -- "$MT_EQ_GREP" && return
   while [ $# -gt 0 ]; do
-    case $1 in --dp) dp=$2 ;; --tp) tp=$2 ;; --pp) pp=$2 ;; --zero) zero=$2 ;; --accum-blocks) acc=$2 ;; esac
+    case $1 in --dp) dp=$2 ;; --tp) tp=$2 ;; --pp) pp=$2 ;; --zero) zero=$2 ;; esac
     shift
   done
   [ $zero -gt 0 ] && [ $k8 = 0 ] && k=$([ $tp -gt 1 ] && echo $tp || echo 0)
-  local kflag="" ranks=$((dp * tp * pp)) r=ref$k
+  local kflag="" ranks=$((dp * tp * pp)) r=""
   [ $k -gt 0 ] && kflag="--tp-blocks $k"
-  if [ $acc -gt 0 ]; then # the one-rank reference of this accumulation order, made once
-    r=ref${k}a$acc
-    [ -d "$W/$r" ] || $MT_BIN train $model $kflag --accum-blocks $acc --save "$W/$r" --log-json "$W/$r.jsonl" \
-      > "$W/$r.out" 2>&1 || { echo "equivalence: the one-rank reference $r failed: $(tail -2 "$W/$r.out")" >&2; exit 1; }
-  fi
   local t0=$EPOCHREALTIME rc=0 result
-  if [ "${MT_EQ_MUTATE:-0}" = 1 ]; then
-    MT_TEST_TP_LTR=1 $MT_TEST_BIN train $model $flags $kflag --save "$W/run" --log-json "$W/run.jsonl" > "$W/run.out" 2>&1 || rc=$?
+  if [ -n "$mutate" ]; then
+    env $mutate $MT_TEST_BIN train $model $flags $kflag --save "$W/run" --log-json "$W/run.jsonl" > "$W/run.out" 2>&1 || rc=$?
   else
     $MT_BIN train $model $flags $kflag --save "$W/run" --log-json "$W/run.jsonl" > "$W/run.out" 2>&1 || rc=$?
   fi
+  local acc=$(grep -o '"accum_blocks": [0-9]*' "$W/run/trainer_state.json" 2>/dev/null | cut -d' ' -f2)
+  if [ $rc -eq 0 ] && [ -n "$acc" ]; then r=$(ref $k $acc) || exit 1; fi
   local dt=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   nrows=$((nrows + 1))
   if [ $rc -eq 2 ]; then
@@ -119,7 +132,7 @@ row() { # [K8] flags...: one layout against its reference (K8: --tp-blocks 8 und
     result="DIFFERS: max relative $($MT_DIFF "$W/run/model.safetensors" "$W/$r/model.safetensors" | head -2 | tr '\n' ' '); val losses $(vals "$W/run.jsonl" | tr '\n' ' ')vs $(vals "$W/$r.jsonl" | tr '\n' ' ')"
     ndiff=$((ndiff + 1))
   fi
-  printf '%-84s %5d %3s  %s (%s s)\n' "$flags" $ranks $([ $k -gt 0 ] && echo $k || echo -) "$result" "$dt"
+  printf '%-84s %5d %3s %3s  %s (%s s)\n' "$flags" $ranks $([ $k -gt 0 ] && echo $k || echo -) "${acc:--}" "$result" "$dt"
   rm -rf "$W/run" "$W/run.jsonl"
 }
 
@@ -138,6 +151,7 @@ if [ $quick = 1 ]; then
   row K8 --dp 2 --tp 2 --pp 2 --zero 1
   row --dp 2 --tp 2 --accum-blocks 2
   row --dp 2 --pp 2 --schedule zb --accum-blocks 2
+  row --dp 2 --zero 3 --accum-blocks 2
 else
   rc_i=0
   for dp in 1 2 4 8; do for tp in 1 2 4 8; do for pp in 1 2 4 8; do
@@ -161,22 +175,19 @@ else
     # ZeRO with the matrix's 8 blocks over fewer tp ranks: refused (docs/parallelism.md), once per mesh
     [ $dp -gt 1 ] && [ $tp -gt 1 ] && [ $tp -lt 8 ] && row K8 --dp $dp --tp $tp --pp $pp --zero 1
   done; done; done
-  # the accumulation order (--accum-blocks, ZeRO 0-1 for now): K = dp (two gradient
-  # copies per rank; K = 1, PyTorch's order, on one rank) and, under ZeRO-1, K = 2 dp
-  for dp in 1 2 4 8; do for tp in 1 2 4 8; do
-    n=$((dp * tp))
+  # the accumulation order per mesh (the rows above ran the default: K = 1 without dp,
+  # PyTorch's order; K = dp with it; one block per micro-batch for ZeRO-2/3): K = M (one
+  # block per micro-batch); over dp, ZeRO-1 at K = 2 dp and FSDP at K = dp (blocks of
+  # several micro-batches: FSDP takes contiguous runs)
+  for dp in 1 2 4 8; do for tp in 1 2 4 8; do for pp in 1 2 4 8; do
+    n=$((dp * tp * pp))
     [ $n -lt 2 ] || [ $n -gt 8 ] && continue
-    row --dp $dp --tp $tp --accum-blocks $dp
-    [ $dp -gt 1 ] && row --dp $dp --tp $tp --zero 1 --accum-blocks $((2 * dp))
-  done; done
-  # ... and over pipelines (each copy's stages sum whole blocks)
-  row --pp 2 --accum-blocks 1
-  row --pp 4 --schedule zb --accum-blocks 1
-  row --pp 2 --schedule interleaved --virtual-stages 2 --accum-blocks 4
-  row --dp 2 --pp 2 --accum-blocks 2
-  row --dp 2 --pp 2 --zero 1 --schedule zb --accum-blocks 4
-  row --dp 2 --tp 2 --pp 2 --zero 1 --schedule interleaved --virtual-stages 2 --accum-blocks 2
-  row --tp 2 --pp 4 --sequence-parallel --accum-blocks 1
+    f="--dp $dp --tp $tp --pp $pp"
+    [ $pp -gt 1 ] && f="$f --schedule zb"
+    row $f --accum-blocks 0
+    [ $dp -gt 1 ] && [ $dp -lt 8 ] && row $f --zero 1 --accum-blocks $((2 * dp))
+    [ $dp -gt 1 ] && row $f --zero 3 --accum-blocks $dp
+  done; done; done
 fi
 echo "equivalence: $nrows layouts: $nsame bit-identical, $ndiff different, $nref refused (exit 2 with the reason), $nfail failed;" \
   "$(( $(date +%s) - t_start )) s"

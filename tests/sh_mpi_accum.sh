@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Accumulation blocks (--accum-blocks K, issue 26, first step): the step's M = 8 micro-batches
+# Accumulation blocks (--accum-blocks K, issue 26, mt_accum.h): the step's M = 8 micro-batches
 # as K blocks, each summed left to right, the blocks as the pairwise tree.
-#  - bit for bit: DDP dp 2, ZeRO-1 dp 2, dp 4 (K 4), tp 2 (against one rank with --tp-blocks 2),
-#    dp 2 x tp 2, pp 2 (1f1b, zb), ZeRO-1 over 2 copies of pp 2, tp 2 x pp 2,
-#    each with K = 2 and 4, against one rank with the same K; K = 8 is the default;
-#  - memory: one rank holds 2 gradient copies at K = 1 (PyTorch's order) instead of 1 + log2 8,
-#    DDP ranks at K = dp 2 copies too, and every rank's logged grads bytes equal --plan's;
+#  - bit for bit: DDP dp 2, ZeRO-1, ZeRO-2 and FSDP dp 2, dp 4 (K 4), tp 2 (against one rank
+#    with --tp-blocks 2), dp 2 x tp 2, pp 2 (1f1b, zb), ZeRO-1 and FSDP over 2 copies of pp 2,
+#    tp 2 x pp 2, each with K = 2 and 4, against one rank with the same K;
+#  - the defaults: one rank and pp 2 sum left to right (K = 1, PyTorch's order), --dp 2 in 2
+#    blocks (K = dp), ZeRO-2/3 over dp 2 one block per micro-batch (their round-robin);
+#    K = 1 is another sum than K = 8;
+#  - memory: one rank holds 2 gradient copies at K = 1 instead of 1 + log2 8 at K = 8; every
+#    rank's logged grads bytes equal --plan's on one rank, DDP, ZeRO-1/2/3, pp 2 and ZeRO-1
+#    over pipeline copies at 1, 2, 7, 8 and 64 micro-batches per rank (at the default K and at
+#    one block per micro-batch), and at the default K a DDP, ZeRO-1 or pipeline rank holds at
+#    most 2x its parameters plus one unit, whatever M;
 #  - a checkpoint records K and a resume continues it;
-#  - refused for now, one line each: K not dividing M, K not a multiple of --dp, ZeRO-2/3.
+#  - refused, one line each: K not dividing M, K not a multiple of --dp.
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 make_text "$T/text.txt"
@@ -20,9 +26,9 @@ params() { tail -1 "$1" | grep -o '"params": [0-9]*' | cut -d' ' -f2 | tr '\n' '
 for K in 2 4; do
   train one$K $m --accum-blocks $K
   train onek$K $m --accum-blocks $K --tp-blocks 2
-  for layout in "dp2:--dp 2" "z1:--dp 2 --zero 1" "dp4:--dp 4" "tp2:--tp 2" "dptp:--dp 2 --tp 2" "pp2:--pp 2" \
-                "pp2zb:--pp 2 --schedule zb" "dppp:--dp 2 --pp 2 --zero 1" \
-                "tppp:--tp 2 --pp 2"; do
+  for layout in "dp2:--dp 2" "z1:--dp 2 --zero 1" "z2:--dp 2 --zero 2" "z3:--dp 2 --zero 3" "dp4:--dp 4" \
+                "tp2:--tp 2" "dptp:--dp 2 --tp 2" "pp2:--pp 2" "pp2zb:--pp 2 --schedule zb" \
+                "dppp:--dp 2 --pp 2 --zero 1" "dppp3:--dp 2 --pp 2 --zero 3" "tppp:--tp 2 --pp 2"; do
     name=${layout%%:*}
     [ $name = dp4 ] && [ $K = 2 ] && continue # 4 ranks need 4 blocks
     train $name$K $m --accum-blocks $K ${layout#*:}
@@ -32,22 +38,57 @@ for K in 2 4; do
     cmp -s <(vals "$T/$ref.jsonl") <(vals "$T/$name$K.jsonl") && pass || fail "$name K $K: validation losses differ"
   done
 done
-# K = 8 (one block per micro-batch) is today's default order, and K = 1 is another sum
+# the defaults, and K = 1 is another sum than K = 8
+train one1 $m --accum-blocks 1
 train one8 $m --accum-blocks 8
 train def $m
-same_run "--accum-blocks 8 = the default" "$T/def" "$T/one8"
-train one1 $m --accum-blocks 1
-cmp -s "$T/one1/model.safetensors" "$T/def/model.safetensors" && fail "K = 1 gave the tree's bits: the order is not used" || pass
+same_run "one rank's default = --accum-blocks 1" "$T/one1" "$T/def"
+cmp -s "$T/one1/model.safetensors" "$T/one8/model.safetensors" && fail "K = 1 gave the tree's bits: the order is not used" || pass
+train dpdef $m --dp 2
+same_run "--dp 2's default = one rank at --accum-blocks 2" "$T/one2" "$T/dpdef"
+train z2def $m --dp 2 --zero 2
+same_run "--dp 2 --zero 2's default = one rank at --accum-blocks 8" "$T/one8" "$T/z2def"
+train ppdef $m --pp 2
+same_run "--pp 2's default = one rank at --accum-blocks 1" "$T/one1" "$T/ppdef"
+grep -q "accumulation: 8 micro-batches in 2 blocks of 4 (each left to right, the blocks as a pairwise tree): the default" \
+  "$T/dpdef.out" && pass || fail "the banner does not say the order: $(grep accumulation "$T/dpdef.out")"
 # memory: grads = (1 + ceil(log2(K per rank)) + (B > 1)) copies, as the plan says
 p=$(params "$T/one1.jsonl")
-[ "$(grads "$T/one1.jsonl")" = "$((2 * p)) " ] && [ "$(grads "$T/def.jsonl")" = "$((4 * p)) " ] && pass \
-  || fail "one rank: grads $(grads "$T/one1.jsonl")at K 1, $(grads "$T/def.jsonl")at K 8, params $p"
-train dd $m --dp 2 --accum-blocks 2
-read -r p0 _ <<< "$(params "$T/dd.jsonl")"
-[ "$(grads "$T/dd.jsonl")" = "$((2 * p0)) $((2 * p0)) " ] && pass \
-  || fail "DDP dp 2 at K 2: grads $(grads "$T/dd.jsonl"), params $(params "$T/dd.jsonl")"
+[ "$(grads "$T/one1.jsonl")" = "$((2 * p)) " ] && [ "$(grads "$T/one8.jsonl")" = "$((4 * p)) " ] && pass \
+  || fail "one rank: grads $(grads "$T/one1.jsonl")at K 1, $(grads "$T/one8.jsonl")at K 8, params $p"
+read -r p0 _ <<< "$(params "$T/dpdef.jsonl")"
+[ "$(grads "$T/dpdef.jsonl")" = "$((2 * p0)) $((2 * p0)) " ] && pass \
+  || fail "DDP dp 2 at K 2: grads $(grads "$T/dpdef.jsonl"), params $(params "$T/dpdef.jsonl")"
+# the plan's grads on every path at 1, 2, 7, 8 and 64 micro-batches per rank; at the default
+# K, DDP, ZeRO-1 and pipeline ranks within 2x their parameters plus one unit (a block: 12 C^2
+# + 13 C floats).  Not the last stage of a pipeline: it also holds the tied embedding's H_k
+# slots, one per micro-batch whose rows are in flight (docs/parallelism.md); on pp 2 its
+# ranks are the second half.
+unit=$((4 * (12 * 32 * 32 + 13 * 32)))
+mm="--data $T/data --layers 2 --heads 4 --dim 32 --seq-len 16 --micro-batch-size 1 --steps 1 --warmup 0
+    --eval-batches 0 --log-every 0 --threads 1"
+for per in 1 2 7 8 64; do
+  for x in "1:1:" "2:1:--dp 2" "2:1:--dp 2 --zero 1" "2:0:--dp 2 --zero 2" "2:0:--dp 2 --zero 3" "1:1:--pp 2" \
+           "2:1:--dp 2 --pp 2 --zero 1" "2:0:--dp 2 --pp 2 --zero 3"; do
+    IFS=: read -r copies bound lay <<< "$x"
+    for acc in "" "--accum-blocks 0"; do
+      b=$((per * copies))
+      $MT_BIN train $mm --batch-size $b $lay $acc --log-json "$T/mm.jsonl" > "$T/mm.out" 2>&1 \
+        || { fail "M $b $lay $acc: $(tail -2 "$T/mm.out")"; continue; }
+      want=$($MT_BIN train $mm --batch-size $b $lay $acc --plan | awk '{print $7}' | tr '\n' ' ')
+      [ "$want" = "$(grads "$T/mm.jsonl")" ] && pass || fail "M $b, $lay $acc: grads $(grads "$T/mm.jsonl"), plan $want"
+      [ -z "$acc" ] && [ $bound = 1 ] || continue
+      last=0
+      case "$lay" in *--pp*) last=1 ;; esac
+      paste <(grads "$T/mm.jsonl" | tr ' ' '\n') <(params "$T/mm.jsonl" | tr ' ' '\n') | grep . \
+        | awk -v u=$unit -v last=$last '{ g[NR] = $1; p[NR] = $2 }
+          END { n = last ? NR / 2 : NR; for (i = 1; i <= n; i++) if (g[i] > 2 * p[i] + u) bad++; exit bad > 0 }' && pass \
+        || fail "M $b, $lay at the default K: grads $(grads "$T/mm.jsonl")over 2x params $(params "$T/mm.jsonl")+ a unit"
+    done
+  done
+done
 for x in "one1:--accum-blocks 1" "dd:--dp 2 --accum-blocks 2" "z14:--dp 2 --zero 1 --accum-blocks 4" \
-         "pk1:--pp 2 --accum-blocks 1" "dpk:--dp 2 --pp 2 --accum-blocks 2"; do
+         "z22:--dp 2 --zero 2 --accum-blocks 2" "pk1:--pp 2 --accum-blocks 1" "dpk:--dp 2 --pp 2 --accum-blocks 2"; do
   [ -f "$T/${x%%:*}.jsonl" ] || train ${x%%:*} $m ${x#*:}
   want=$($MT_BIN train $m ${x#*:} --plan | awk '{print $7}' | tr '\n' ' ')
   [ "$want" = "$(grads "$T/${x%%:*}.jsonl")" ] && pass || fail "${x#*:}: grads $(grads "$T/${x%%:*}.jsonl"), plan $want"
@@ -60,5 +101,4 @@ resume "$T/half" "$T/res.jsonl" "$T/res" --layers 2 --heads 4 --dim 32
 same_resumed "dp 2 at K 2 resumed on one rank without --accum-blocks" "$T/dd" "$T/res.jsonl" "$T/res" 6
 expect_bad_input "K not dividing M" $MT_BIN train $m --accum-blocks 3
 expect_bad_input "K not a multiple of --dp" $MT_BIN train $m --accum-blocks 2 --dp 4
-expect_bad_input "K with ZeRO-2" $MT_BIN train $m --accum-blocks 2 --dp 2 --zero 2
 finish

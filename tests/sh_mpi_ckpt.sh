@@ -7,7 +7,10 @@
 #  - Layout-free, bit for bit: an FSDP dp 4 checkpoint resumes on pp 2, on dp 2 x pp 2 and
 #    on one rank; a dp 2 x tp 2 ZeRO-2 one (two blocks) on tp 2 and on one rank
 #    --tp-blocks 2; each as the uninterrupted one-rank run.
-#  - The files a 4-rank FSDP save writes are the one-rank files, byte for byte.
+#  - The files a 4-rank FSDP save writes are the one-rank files (at its order, one block
+#    per micro-batch), byte for byte.
+# The layout-free runs sum one block per micro-batch (--accum-blocks 0), an order every
+# layout here shares.
 source "$(dirname "$0")/lib.sh"
 make_text "$T/text.txt"
 $MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
@@ -32,14 +35,14 @@ for lay in "--dp 4 --zero 3" "--tp 4" "--dp 2 --pp 2" "--dp 2 --tp 2 --zero 3" "
     echo "$lay $what: grew by $kib KiB per rank (whole state $whole KiB)"
   done
 done
-$MT_BIN train $big --steps 1 --save "$T/one" > "$T/one.out" 2>&1 || fail "one-rank save: $(tail -2 "$T/one.out")"
+$MT_BIN train $big --steps 1 --accum-blocks 0 --save "$T/one" > "$T/one.out" 2>&1 || fail "one-rank save: $(tail -2 "$T/one.out")"
 cmp -s "$T/one/model.safetensors" "$T/dp4zero3/model.safetensors" \
   && cmp -s "$T/one/optimizer.safetensors" "$T/dp4zero3/optimizer.safetensors" && pass \
   || fail "the files of a 4-rank FSDP save differ from one rank's"
 
 # ---- resume across layouts, bit for bit ----
 eq="--data $T/data --heads 4 --dim 32 --seq-len 16 --warmup 2 --lr 3e-3 --eval-every 0 --log-every 0 --seed 7
-    --threads 1 --batch-size 8 --micro-batch-size 1 --layers 4 --steps 10"
+    --threads 1 --batch-size 8 --micro-batch-size 1 --layers 4 --steps 10 --accum-blocks 0"
 train ref $eq
 train half $eq --dp 4 --zero 3 --exit-interval 5
 for to in "--pp 2" "--dp 2 --pp 2" ""; do

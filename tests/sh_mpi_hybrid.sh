@@ -6,7 +6,9 @@
 # dp 2 x tp 2 gives the bits of tp 2 alone, for every ZeRO stage (with and without
 # sequence parallelism, hybrid sharding on dp 4 x tp 2).  A dp 2 x tp 2 checkpoint (DDP
 # and FSDP) resumes on tp 4, on dp 2 x tp 2 ZeRO-1 and on one rank bit for bit.  The
-# replicated tensors stay identical over the tp group.
+# replicated tensors stay identical over the tp group.  Every run sums one block per
+# micro-batch (--accum-blocks 0), an order all these layouts share, so that one reference
+# serves them all (sh_mpi_accum and the matrix cover the default orders).
 # Pipelines over dp (--dp D --pp P, DDP over the copies of the pipeline): dp 2 x pp 2
 # (1f1b, zb, interleaved), dp 4 x pp 2 gpipe and dp 2 x pp 4 with full recomputation give
 # the one-rank run bit for bit; a dp 2 x pp 2 checkpoint resumes on pp 4 and on dp 4; each
@@ -33,7 +35,7 @@ source "$(dirname "$0")/lib.sh"
 make_text "$T/text.txt"
 $MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
 base="--data $T/data --heads 4 --dim 32 --seq-len 16 --warmup 2 --lr 3e-3 --eval-every 0 --log-every 0 --seed 7
-      --threads 1 --batch-size 8 --micro-batch-size 2 --layers 2"
+      --threads 1 --batch-size 8 --micro-batch-size 2 --layers 2 --accum-blocks 0"
 eq="$base --steps 10"
 
 # ---- bit for bit with --tp-blocks 4 ----
@@ -89,7 +91,7 @@ done
 
 # ---- pipelines over dp ----
 pipev="--data $T/data --heads 4 --dim 32 --seq-len 16 --warmup 2 --lr 3e-3 --log-every 0 --seed 7 --threads 1
-       --batch-size 8 --micro-batch-size 1 --layers 4 --steps 10"
+       --batch-size 8 --micro-batch-size 1 --layers 4 --steps 10 --accum-blocks 0"
 pipe="$pipev --eval-every 0"
 train pref $pipe
 train prefv $pipev --eval-every 5

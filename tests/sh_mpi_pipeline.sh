@@ -7,12 +7,14 @@
 # pp 4 interleaved at step 10 resumes on pp 2 zb and on one rank bit for bit.  mem.activations
 # equals the activation-set formula and comm.pp the traffic formula on every rank; the
 # measured order of compute actions (the trace) equals each rank's list; bad layouts exit 2
-# with one line before any rank starts; a killed middle stage ends the job, named.
+# with one line before any rank starts; a killed middle stage ends the job, named.  Every
+# run sums one block per micro-batch (--accum-blocks 0: the full tree, the order with the
+# most adds to place; the equivalence matrix covers the default orders).
 source "$(dirname "$0")/lib.sh"
 make_text "$T/text.txt"
 $MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
 base="--data $T/data --heads 2 --dim 32 --seq-len 32 --warmup 2 --lr 3e-3 --eval-every 0 --log-every 0 --seed 7
-      --threads 1 --batch-size 8"
+      --threads 1 --batch-size 8 --accum-blocks 0"
 eq="$base --steps 20"
 
 # ---- references: one rank, M = 4 and 8 micro-batches, 4 and 8 layers ----

@@ -4,7 +4,8 @@
 # one rank with --tp-blocks 2, as its training), at micro-batch sizes 1 and 2; the set holds
 # an odd number of windows, so the dp ranks' shares are uneven.  `meshtrain eval` of the
 # final checkpoint gives the last val_loss whatever its --batch-size, and the log says how
-# many sequences were evaluated.
+# many sequences were evaluated.  Training sums one block per micro-batch here
+# (--accum-blocks 0), an order every layout below can share.
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 make_text "$T/all.txt"
@@ -12,7 +13,7 @@ make_text "$T/all.txt"
 head -c 40000 "$T/all.txt" > "$T/text.txt"
 $MT_BIN prepare --input "$T/text.txt" --out "$T/data" --val-frac 0.08553 >/dev/null
 base="--data $T/data --layers 2 --heads 2 --dim 32 --seq-len 16 --batch-size 8 --steps 4 --warmup 1 --lr 3e-3
-      --eval-every 2 --eval-batches 100 --log-every 0 --threads 1 --check-collectives"
+      --eval-every 2 --eval-batches 100 --log-every 0 --threads 1 --check-collectives --accum-blocks 0"
 vals() { grep -o '"val_loss": [^,]*' "$1" | cut -d' ' -f2; }
 for m in 1 2; do
   train ref$m $base --micro-batch-size $m

@@ -2,7 +2,9 @@
 # The data-parallel family reproduces one device.  For DDP (--zero 0), ZeRO-1, ZeRO-2 and
 # FSDP (--zero 3), with N = 2 and 4 ranks and with and without gradient accumulation, the
 # loss sequence, final weights and optimizer state equal the single-rank run's bit for bit
-# (fixed-order reductions; N a power of two dividing M); N = 3 and MPI's own reductions
+# (fixed-order reductions; N a power of two dividing M; every run here sums in one block per
+# micro-batch, --accum-blocks 0, the order ZeRO-2/3 reduce in round-robin and the one all
+# stages share; sh_mpi_accum covers the other orders); N = 3 and MPI's own reductions
 # (round-robin ZeRO-2 / FSDP with M/N not a power of two among them) agree within 1e-5.  The JSON log's mem entries equal the sharding
 # formulas (exactly, in padded units, and within 5% of the ZeRO paper's plus the documented
 # working buffers), its comm entries equal the traffic formulas byte for byte, and an FSDP
@@ -17,7 +19,7 @@ close_run() { # what ref new: losses within 1e-5 relative, and not all equal to 
     END { exit bad > 0 }' && pass || fail "$1: losses not within 1e-5: $(paste <(losses "$2.jsonl") <(losses "$3.jsonl") | tr '\n' ' ')"
 }
 base="--data $T/data --layers 2 --heads 2 --dim 32 --seq-len 32 --warmup 2 --lr 3e-3 --eval-every 0
-      --log-every 0 --seed 7 --threads 1 --bucket-mb 0.05"
+      --log-every 0 --seed 7 --threads 1 --bucket-mb 0.05 --accum-blocks 0"
 eq="$base --steps 20"
 
 # ---- equivalence: accumulation (batch 8 of micro 2: M = 4) and none (micro 8/N: M = N) ----

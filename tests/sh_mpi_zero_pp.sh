@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# ZeRO-2 and FSDP over copies of a pipeline (--dp D --pp P --zero 2|3, issue 10).
+# ZeRO-2 and FSDP over copies of a pipeline (--dp D --pp P --zero 2|3, issue 10).  Every
+# run sums one block per micro-batch (--accum-blocks 0, ZeRO-2/3's round-robin order).
 # Round-robin (the copy's j-th micro-batch is j D + its dp rank): each micro-batch's leaf
 # gradient is reduce-scattered over dp as it completes, the rounds summed as a tree of
 # shards; FSDP gathers each unit into a slot before a pass uses it.  Shown here:
 #  - bit for bit with one rank: ZeRO-2 and FSDP on dp 2 x pp 2 (1f1b with validation
 #    losses and --check-collectives, zb with full recomputation, interleaved), FSDP on
 #    dp 4 x pp 2 sharded in copies of 2 (hybrid sharding), FSDP with 6 micro-batches per
-#    copy (not a power of two: contiguous runs, the whole-tree fallback), and the three-way
+#    copy (not a power of two: contiguous runs, at the default K = dp), and the three-way
 #    dp 2 x tp 2 x pp 2 FSDP with sequence parallelism against one rank's --tp-blocks 2
 #    (with the tp replica check);
 #  - memory by formula on the first stage (C 32, T 16, V 256, 4 layers, 2 stages, S 2,
@@ -20,7 +21,7 @@ source "$(dirname "$0")/lib.sh"
 make_text "$T/text.txt"
 $MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
 model="--data $T/data --heads 4 --dim 32 --seq-len 16 --warmup 2 --lr 3e-3 --log-every 0 --seed 7 --threads 1
-       --batch-size 8 --micro-batch-size 1 --layers 4"
+       --batch-size 8 --micro-batch-size 1 --layers 4 --accum-blocks 0"
 pipev="$model --steps 10"
 pipe="$pipev --eval-every 0"
 vl() { grep -o '"val_loss": [^,}]*' "$1"; }
@@ -44,7 +45,7 @@ for lay in "--dp 2 --pp 2 --zero 3 --schedule zb --recompute full" "--dp 2 --pp 
 done
 six="--data $T/data --heads 4 --dim 32 --seq-len 16 --warmup 2 --lr 3e-3 --log-every 0 --seed 7 --threads 1
      --batch-size 12 --micro-batch-size 1 --layers 4 --steps 6 --eval-every 0"
-train ref12 $six
+train ref12 $six --accum-blocks 2 # the layout's default order: contiguous runs, K = dp
 train z3six $six --dp 2 --pp 2 --zero 3
 same_run "dp 2 x pp 2 FSDP, 6 micro-batches per copy (contiguous runs)" "$T/ref12" "$T/z3six"
 train ref2 $pipe --tp-blocks 2

@@ -4,7 +4,9 @@
  * scripts/make-golden.sh): the loss, every parameter gradient, the parameters after one
  * clipped AdamW step, and the loss after that step.  meshtrain must match each within
  * 1e-5: scalars relative, tensors as max |ours - theirs| / max |theirs| per tensor.
- * Checked twice: one micro-batch, and one micro-batch per sequence (the pairwise tree). */
+ * Checked three times: one micro-batch; one micro-batch per sequence summed as the pairwise
+ * tree (--accum-blocks 0); and one per sequence summed left to right (K = 1, the order
+ * PyTorch, Megatron and DeepSpeed accumulate micro-batches in). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,13 +45,14 @@ static float meta_f(const MtStFile *f, const char *key)
     return strtof(v, NULL);
 }
 
-static void run(const MtStFile *exp, const MtTokens *tok, int micro)
+static void run(const MtStFile *exp, const MtTokens *tok, int micro, int accum_blocks)
 {
     MtTrainConfig tc = {0};
     MT_ASSERT(mt_ckpt_read_config(DIR "/ckpt", &tc.cfg) == MT_OK, "%s", mt_error_msg());
     int B = (int)meta_f(exp, "batch"), T = (int)meta_f(exp, "seq");
     tc.batch = B;
     tc.micro = micro;
+    tc.accum_blocks = accum_blocks;
     tc.seq = T;
     tc.threads = 2;
     tc.oc = (MtOptimConfig){.lr = meta_f(exp, "lr"), .min_lr_frac = 1.0f, .warmup = 0, .steps = 0,
@@ -79,8 +82,9 @@ static void run(const MtStFile *exp, const MtTokens *tok, int micro)
         worst = fmax(worst, e);
         CHECK(e < TOL, "micro %d: %s relative error %g", micro, name, e);
     }
-    printf("micro-batch %d: loss %.8f (torch %.8f), worst gradient error %.2e\n", micro, loss,
-           scalar(exp, "loss"), worst);
+    printf("micro-batch %d, %s: loss %.8f (torch %.8f), worst gradient error %.4e\n", micro,
+           B / micro == 1 ? "one micro-batch" : accum_blocks == 1 ? "left to right (K = 1)" : "the pairwise tree",
+           loss, scalar(exp, "loss"), worst);
     /* (1) our AdamW on PyTorch's gradients */
     float *params0 = malloc(sizeof(float) * tr.nfloats), *ours = malloc(sizeof(float) * tr.nfloats);
     memcpy(params0, tr.params, sizeof(float) * tr.nfloats);
@@ -167,8 +171,9 @@ int main(void)
         fprintf(stderr, "FAIL: %s (regenerate with scripts/make-golden.sh)\n", mt_error_msg());
         return 1;
     }
-    run(&exp, &tok, (int)meta_f(&exp, "batch"));
-    run(&exp, &tok, 1);
+    run(&exp, &tok, (int)meta_f(&exp, "batch"), 0);
+    run(&exp, &tok, 1, 0);
+    run(&exp, &tok, 1, 1);
     mt_st_close(&exp);
     mt_tokens_free(&tok);
     return mt_test_done("test_golden");

@@ -422,7 +422,7 @@ int mt_cmd_bench(int argc, char **argv)
         {"seq-len", FLAG_INT, &seq, "sequence length"},
         {"vocab", FLAG_INT, &vocab, "vocabulary size"},
         {"batch-size", FLAG_INT, &batch, "sequences per step"},
-        {"micro-batch-size", FLAG_INT, &micro, "sequences per micro-batch (0: the batch size)"},
+        {"micro-batch-size", FLAG_INT, &micro, "sequences per micro-batch (0: the batch size), summed left to right as train does on one rank"},
         {"threads", FLAG_INT, &threads, MT_HELP_THREADS},
         {"steps", FLAG_INT, &steps, "timed steps"},
         {"warmup", FLAG_INT, &warmup, "untimed steps first"},
@@ -438,6 +438,7 @@ int mt_cmd_bench(int argc, char **argv)
     tc.cfg = (MtConfig){.V = vocab, .T = seq, .L = layers, .NH = heads, .C = dim};
     tc.batch = batch;
     tc.micro = micro ? micro : batch;
+    tc.accum_blocks = 1; /* left to right, as train on one rank (mt_accum.h) */
     tc.seq = seq;
     tc.seed = 1;
     if ((tc.threads = mt_cli_setup_threads(threads, "bench")) < 0)

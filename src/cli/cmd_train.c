@@ -77,19 +77,16 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
     return MT_OK;
 }
 
-/* --accum-blocks K (mt_train.h): K divides the M micro-batches and every dp rank (pipeline
- * copy) owns whole blocks.  The trainer's tree (one rank, DDP, ZeRO-1, tensor parallelism)
- * and the pipeline's plan (mt_tree_plan_blocks) run it; ZeRO-2/3 over dp reduce-scatter each
- * leaf as it finishes and keep K = M for now (issue 26). */
+/* --accum-blocks K (mt_accum.h): K divides the M micro-batches and every dp rank (pipeline
+ * copy) owns whole blocks.  Every technique runs the same plan; ZeRO-2/3 over dp reduce
+ * each leaf as it finishes only at one block per micro-batch, and take contiguous runs (the
+ * whole gradient held) otherwise. */
 static MtStatus check_accum(const TrainArgs *a, int M)
 {
     int K = a->accum_blocks;
     if (K < 0 || (K > 0 && M % K != 0))
         return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks %d must divide the step's %d micro-batches "
                         "(0: one block per micro-batch)", K, M);
-    if (K > 0 && a->dp > 1 && a->zero >= 2)
-        return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks with --zero %d: ZeRO-2 and FSDP reduce each "
-                        "micro-batch's gradient as it finishes; not yet (issue 26)", a->zero);
     if (K > 0 && K % a->dp != 0)
         return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks %d is not a multiple of --dp %d (each dp rank "
                         "sums whole blocks)", K, a->dp);
@@ -451,7 +448,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
                    .min_lr_frac = 0.1f, .wd = 0.1f, .clip = 1.0f, .beta1 = 0.9f, .beta2 = 0.95f,
                    .eval_every = 100, .eval_batches = 8, .log_every = 10, .threads = 0,
                    .dp = 1, .tp = 1, .pp = 1, .vstages = 1, .schedule = "1f1b", .recompute_mode = "none", .seed = 1337,
-                   .comm_timeout = 60.0f, .bucket_mb = 25.0f};
+                   .comm_timeout = 60.0f, .bucket_mb = 25.0f, .accum_blocks = -1};
     Flag flags[] = {
         {"layers", FLAG_INT, &a.layers, "transformer blocks L"},
         {"heads", FLAG_INT, &a.heads, "attention heads (dividing --dim)"},
@@ -505,8 +502,10 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"tp-blocks", FLAG_INT, &a.tp_blocks, "bit-exact TP: every split sum as K fixed blocks, a power of two and a "
          "multiple of --tp (0: K = --tp)"},
         {"accum-blocks", FLAG_INT, &a.accum_blocks, "the step's micro-batches summed as K contiguous blocks, each "
-         "left to right, the blocks as a pairwise tree; K divides the micro-batches, and a multiple of --dp (1: "
-         "PyTorch's order, 2 gradient buffers; 0: one block per micro-batch, the full tree)"},
+         "left to right, the blocks as a pairwise tree; K divides the micro-batches and is a multiple of --dp (not "
+         "given: K = --dp, each rank's share left to right in 2 gradient buffers, PyTorch's order on one rank; "
+         "ZeRO-2/3 over --dp: one block per micro-batch, their round-robin order; 0: one block per micro-batch, "
+         "the full tree)", "K", FLAG_COMPUTED},
         {"deterministic", FLAG_BOOL, &a.deterministic, "fixed-order reductions (the default; kept for clarity)"},
         {"fast-comm", FLAG_BOOL, &a.fast_comm, "MPI's own reductions instead of the fixed order (not bit-exact)"},
         {"comm-timeout", FLAG_FLOAT, &a.comm_timeout, "seconds a rank waits in one operation before it stops the job"},
@@ -591,7 +590,6 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     tc.batch = a.batch;
     tc.micro = a.micro ? a.micro : a.batch;
-    tc.accum_blocks = a.accum_blocks;
     tc.recompute = recompute_mode(a.recompute_mode) > 0 ? recompute_mode(a.recompute_mode) : 0;
     tc.seq = a.seq_len;
     tc.seed = a.seed;
@@ -645,9 +643,14 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     if (tc.batch % tc.micro == 0 && (s = mt_dp_check(a.dp, tc.batch / tc.micro)) != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
+    int acc_default = a.accum_blocks < 0 && !mt_flag_find(flags, nflags, "accum-blocks")->set;
+    if (acc_default) /* not given, nor continued from a checkpoint */
+        a.accum_blocks = tc.batch % tc.micro ? 0 : mt_accum_default(a.dp, a.zero, !a.fast_comm, tc.batch / tc.micro);
     if ((s = check_accum(&a, tc.batch / tc.micro)) != MT_OK)
         return mt_cli_fail(a.resume && rs.accum_blocks > 0 && !mt_flag_find(flags, nflags, "accum-blocks")->set
                                ? kept_setting(s, "accum-blocks", a.accum_blocks, a.resume) : s);
+    /* one block per micro-batch is recorded as 0, whatever the micro-batch count */
+    tc.accum_blocks = a.accum_blocks == tc.batch / tc.micro ? 0 : a.accum_blocks;
     if (a.plan) { /* every rank's bytes from the layout alone, before anything runs */
         MtPlanLayout pl = {.dp = a.dp, .tp = a.tp, .pp = a.pp, .zero = a.zero, .shard = a.shard, .tp_blocks = a.tp_blocks,
                            .seqpar = a.seqpar, .det = !a.fast_comm, .po = po};
@@ -851,6 +854,14 @@ int mt_cmd_train(int full_argc, char **full_argv)
             printf("%s\n", k_kept ? "the checkpoint's, continued" : "as the checkpoint");
         else
             printf("--tp-blocks changes the checkpoint's %d from here on\n", rs.tp_blocks);
+    }
+    { /* the accumulation order (mt_accum.h), and where it came from */
+        int M = tc.batch / tc.micro, B = mt_accum_block_size(&tc), K = M / B;
+        int kept = a.resume && !mt_flag_find(flags, nflags, "accum-blocks")->set;
+        printf("  accumulation: %d micro-batch%s in %d block%s of %d (%s): %s\n", M, M == 1 ? "" : "es", K,
+               K == 1 ? "" : "s", B, B == 1 && K > 1 ? "the pairwise tree" : K == 1 ? "left to right"
+               : "each left to right, the blocks as a pairwise tree",
+               kept ? "the checkpoint's, continued" : acc_default ? "the default for this layout" : "--accum-blocks");
     }
     if (tpp)
         printf("  tensor parallel: tp %d, %d blocks per split sum, vocabulary padded to %lld; logits %.2f MiB per rank "

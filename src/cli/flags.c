@@ -147,7 +147,8 @@ void mt_flags_usage(const Flag *flags, int n, const char *cmd, const char *summa
         if (f->type != FLAG_BOOL && !f->required)
             value_text(f, def, sizeof def);
         char text[1024];
-        snprintf(text, sizeof text, "%s%s%s%s", f->help, f->required ? " (required)" : def[0] ? " (default:\1" : "",
+        snprintf(text, sizeof text, "%s%s%s%s", f->help, f->required == FLAG_REQUIRED ? " (required)"
+                 : def[0] ? " (default:\1" : "",
                  f->required ? "" : def, !f->required && def[0] ? ")" : "");
         printf("  %-26s ", lhs);
         wrap(text, 29, 100);

@@ -15,13 +15,16 @@
 
 typedef enum { FLAG_INT, FLAG_FLOAT, FLAG_STR, FLAG_BOOL, FLAG_U64 } FlagType;
 
+enum { FLAG_REQUIRED = 1, FLAG_COMPUTED = 2 };
+
 typedef struct Flag {
     const char *name; /* without the leading dashes */
     FlagType type;
     void *dst;        /* int*, float*, const char**, int*, uint64_t* */
     const char *help; /* says what 0 (or another special value) means where it means more than 0 */
     const char *meta; /* the value's name in the help (DIR, FILE, ...); NULL: N, X or S by type */
-    int required;     /* the help says "required" instead of a default */
+    int required;     /* FLAG_REQUIRED: the help says "required" instead of a default;
+                       * FLAG_COMPUTED: the default follows other flags, as the help says */
     int set;          /* filled by the parser: given on the command line */
 } Flag;
 

@@ -122,6 +122,7 @@ typedef struct {
     int nsend, send_next;
     /* the last rank's tied embedding */
     float *wte, *wte_m, *wte_v, *wbuf[MT_MAX_TREE + 1];
+    int nwbuf;
     float **hslot, **eland;
     MtRequest **ereq;
     int *h_mb, *e_posted, nh, wtstep, e_next, e_due;
@@ -134,10 +135,11 @@ typedef struct {
      * gradient's chunks, their block sums (this rank's, every dp rank's) */
     MtShardMap zmap;
     int zunit[MT_MAX_UNITS];            /* the model unit of each of the map's units */
-    float *gshard;
+    float *zstage;                      /* contiguous runs: a unit's reduced chunk on its way */
+    int64_t zstage_len;
     double *zblocks;
     int zidx[MT_MAX_UNITS];             /* model unit -> index in zmap (-1: not here) */
-    float *sbuf[MT_MAX_TREE + 1];       /* round-robin: the tree over rounds (0: gshard) */
+    float *sbuf[MT_MAX_TREE + 1];       /* round-robin: the tree over rounds (0: the reduced chunks) */
     int nsbuf;
     float *loss_all;                    /* round-robin, last rank: every copy's leaf losses */
     float *pslot[4];                    /* FSDP: gathered units (embedding, head, blocks by parity) */

@@ -53,6 +53,12 @@ void mt_pipe_dp_options(MtPipeOptions *o, int dp, int dp_rank, int zero, int sha
 static int zero_S(const MtPipeOptions *o) { return o->zero_dp > 1 ? o->zero_shard : 0; }
 static int rr(const MtPipe *p) { return p->o.mb_stride > 1; }
 static int fsdp(const MtPipe *p) { return p->o.zero == 3; }
+/* ZeRO: this rank's reduced chunk of shard unit i: in the round-robin tree's result, or
+ * (contiguous runs) in place in the stage's gradient */
+static float *gchunk(MtPipe *p, int i)
+{
+    return rr(p) ? p->sbuf[0] + p->zmap.shard_off[i] : p->tr->grads + mt_shard_chunk_lo(&p->zmap, i);
+}
 
 void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank)
 {
@@ -182,11 +188,14 @@ static MtStatus zero_init(MtPipe *p)
     MtShardMap *m = &p->zmap;
     MT_ASSERT(mt_shard_map(lo, hi, nu, S, mt_comm_group_rank(p->c, MT_GROUP_DP_SHARD), m) == 0,
               "the pipeline's units are not aligned for %d dp shards", S);
-    p->nsbuf = rr(p) ? 1 + mt_tree_temps(p->o.M) : 1;
+    p->nsbuf = rr(p) ? 1 + mt_tree_temps(p->o.M) : 0;
     for (int i = 0; i < p->nsbuf; i++)
         if (!(p->sbuf[i] = alloc_f(p, MT_MEM_GRADS, m->shard_len)))
             return MT_ENOMEM;
-    p->gshard = p->sbuf[0];
+    for (int i = 0; !rr(p) && i < nu; i++) /* contiguous: a unit's chunk lands back in place, via zstage */
+        p->zstage_len = m->chunk[i] > p->zstage_len ? m->chunk[i] : p->zstage_len;
+    if (p->zstage_len && !(p->zstage = alloc_f(p, MT_MEM_GRADS, p->zstage_len)))
+        return MT_ENOMEM;
     p->zblocks = malloc(sizeof(double) * (size_t)(m->shard_len / MT_NORM_BLOCK) * (1 + S));
     if (!p->zblocks)
         return MT_ENOMEM;
@@ -308,7 +317,9 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
             goto oom;
         mt_trainer_param_init(tr, 0, 0, VC, p->wte);
         p->w.wte = p->wte;
-        for (int i = 0; i < p->ngbuf; i++)
+        /* its tree's buffers; a block's later leaves are added from their H slot (no leaf buffer) */
+        p->nwbuf = p->ngbuf - (mt_accum_block_size(tc) > 1);
+        for (int i = 0; i < p->nwbuf; i++)
             if (!(p->wbuf[i] = alloc_f(p, MT_MEM_GRADS, VC)))
                 goto oom;
         p->nh = mt_schedule_peak_wte(&p->sched, p->list, p->nlist);
@@ -402,7 +413,7 @@ void mt_pipe_free(MtPipe *p)
         free_f(p, MT_MEM_OPTIM, p->wte_m, VC);
         free_f(p, MT_MEM_OPTIM, p->wte_v, VC);
     }
-    for (int i = 0; i < p->ngbuf; i++)
+    for (int i = 0; i < p->nwbuf; i++)
         free_f(p, MT_MEM_GRADS, p->wbuf[i], VC);
     for (int i = 0; i < p->nh; i++) {
         free_f(p, MT_MEM_GRADS, p->hslot ? p->hslot[i] : NULL, VC);
@@ -434,6 +445,8 @@ void mt_pipe_free(MtPipe *p)
     for (int i = 0; i < p->nsbuf; i++)
         if (p->sbuf[i])
             free_f(p, MT_MEM_GRADS, p->sbuf[i], p->zmap.shard_len);
+    if (p->zstage)
+        free_f(p, MT_MEM_GRADS, p->zstage, p->zstage_len);
     for (int s = 0; s < 4; s++)
         if (p->pslot[s])
             free_f(p, MT_MEM_PARAMS, p->pslot[s], p->pslot_len[s]);
@@ -615,13 +628,18 @@ static void poll_e(MtPipe *p, int wait)
             mt_encoder_backward(p->hslot[h], NULL, p->eland[h], tokens_of(p, p->e_next), tc->micro, tc->seq, tc->cfg.C);
         const MtTreeStep *ts = &p->plan[p->wtstep];
         MT_ASSERT(ts->leaf == p->e_next, "embedding leaf %d out of order (plan expects %d)", p->e_next, ts->leaf);
-        memcpy(p->wbuf[ts->buf], p->hslot[h], sizeof(float) * (size_t)VC);
+        float *bufs[MT_TREE_MAX_BUFS]; /* the tree's buffers, the leaf buffer being the H slot */
+        memcpy(bufs, p->wbuf, sizeof(float *) * (size_t)p->nwbuf);
+        if (ts->buf < p->nwbuf)
+            memcpy(p->wbuf[ts->buf], p->hslot[h], sizeof(float) * (size_t)VC);
+        else
+            bufs[ts->buf] = p->hslot[h];
         if (rr(p)) { /* round-robin: the round's leaves over the copies (a subtree), at this E */
             t = mt_now();
-            mt_allreduce(p->c, MT_GROUP_DP, p->wbuf[ts->buf], VC, p->o.det);
+            mt_allreduce(p->c, MT_GROUP_DP, bufs[ts->buf], VC, p->o.det);
             clock_in(p, t);
         }
-        p->wtstep = mt_accum_adds(p->plan, p->nplan, p->wtstep, p->wbuf, 0, VC);
+        p->wtstep = mt_accum_adds(p->plan, p->nplan, p->wtstep, bufs, 0, VC);
         p->h_mb[h] = -1;
         p->e_next++;
         wait--;
@@ -895,18 +913,18 @@ static void zero_blocks(MtPipe *p, double *mine, MtRequest **wte)
     double t = mt_now();
     req_done(p, wte, 1);
     clock_in(p, t);
-    for (int i = 0; i < m->nunits; i++) {
+    for (int i = 0; i < m->nunits && rr(p); i++) { /* contiguous runs: already in place */
         int64_t cl = mt_shard_chunk_lo(m, i), a = cl, b = cl + m->chunk[i];
         int64_t wlo = p->ch[0].loff, whi = wlo + p->ch[0].skip; /* the wte gradient on the first stage */
         a = a > wlo ? a : wlo;
         b = b < whi ? b : whi;
         if (p->zunit[i] == 0 && a < b)
-            memcpy(p->gshard + m->shard_off[i] + (a - cl), p->tr->grads + a, sizeof(float) * (size_t)(b - a));
+            memcpy(gchunk(p, i) + (a - cl), p->tr->grads + a, sizeof(float) * (size_t)(b - a));
     }
     int64_t nb = m->shard_len / MT_NORM_BLOCK;
     double *all = p->zblocks + nb;
     for (int i = 0; i < m->nunits; i++)
-        mt_block_sumsq(p->gshard + m->shard_off[i], m->chunk[i], p->zblocks + m->shard_off[i] / MT_NORM_BLOCK);
+        mt_block_sumsq(gchunk(p, i), m->chunk[i], p->zblocks + m->shard_off[i] / MT_NORM_BLOCK);
     t = mt_now();
     mt_allgather(p->c, MT_GROUP_DP_SHARD, (const float *)p->zblocks, (float *)all, 2 * nb * m->N);
     clock_in(p, t);
@@ -1015,11 +1033,11 @@ static void zero_update(MtPipe *p, double norm, float lr)
     MtTrainer *tr = p->tr;
     const MtOptimConfig *oc = &tr->tc.oc;
     const MtShardMap *m = &p->zmap;
-    mt_grad_clip(p->gshard, m->shard_len, oc->grad_clip, norm);
     for (int i = 0; i < m->nunits; i++) {
         int64_t cl = mt_shard_chunk_lo(m, i), flat = flat_of(p, cl);
         float *param = fsdp(p) ? tr->params + m->shard_off[i] : tr->params + cl;
-        mt_adamw_range(tr->table, tr->nparams, flat, flat + m->chunk[i], param, p->gshard + m->shard_off[i],
+        mt_grad_clip(gchunk(p, i), m->chunk[i], oc->grad_clip, norm);
+        mt_adamw_range(tr->table, tr->nparams, flat, flat + m->chunk[i], param, gchunk(p, i),
                        tr->m + m->shard_off[i], tr->v + m->shard_off[i], oc, lr, (int)tr->step + 1);
     }
     if (fsdp(p)) {
@@ -1133,9 +1151,10 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
         if (p->ch[0].embed) /* the wte part comes whole (and reduced) from the last stage */
             memset(tr->grads + p->ch[0].loff, 0, sizeof(float) * (size_t)p->ch[0].skip);
         int replicas = mt_comm_group_size(p->c, MT_GROUP_DP_REPLICA);
-        for (int i = 0; i < p->zmap.nunits; i++) {
-            float *dst = p->gshard + p->zmap.shard_off[i];
-            mt_reduce_scatter(p->c, MT_GROUP_DP_SHARD, tr->grads + p->zmap.lo[i], dst, p->zmap.len[i], p->o.det);
+        for (int i = 0; i < p->zmap.nunits; i++) { /* through zstage, back into the unit's chunk */
+            float *dst = gchunk(p, i);
+            mt_reduce_scatter(p->c, MT_GROUP_DP_SHARD, tr->grads + p->zmap.lo[i], p->zstage, p->zmap.len[i], p->o.det);
+            memcpy(dst, p->zstage, sizeof(float) * (size_t)p->zmap.chunk[i]);
             if (replicas > 1) /* hybrid sharding: the copies' sums are the upper levels */
                 mt_allreduce(p->c, MT_GROUP_DP_REPLICA, dst, p->zmap.chunk[i], p->o.det);
         }
@@ -1333,7 +1352,7 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
     if (rank == P - 1) { /* the wte replica, its moments, its tree and the H_k awaiting rows */
         bytes[MT_MEM_PARAMS] += 4 * VC;
         bytes[MT_MEM_OPTIM] += 8 * VC;
-        bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf + nh) * VC;
+        bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - (mt_accum_block_size(tc) > 1) + nh) * VC;
     }
     if (S > 0) { /* the reduced gradient's chunks (round-robin: with the tree over rounds); FSDP's slots */
         int64_t lo[MT_MAX_UNITS], hi[MT_MAX_UNITS], off = 0;
@@ -1351,7 +1370,10 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
         }
         MtShardMap m;
         MT_ASSERT(mt_shard_map(lo, hi, k, S, dp_rank, &m) == 0, "the plan's stage is not aligned");
-        bytes[MT_MEM_GRADS] += 4 * m.shard_len * (rrm ? ngbuf : 1);
+        int64_t most = 0; /* contiguous runs: one unit's chunk, staged (zstage) */
+        for (int i = 0; i < k; i++)
+            most = m.chunk[i] > most ? m.chunk[i] : most;
+        bytes[MT_MEM_GRADS] += 4 * (rrm ? m.shard_len * ngbuf : most);
         int64_t slot[4] = {0, 0, 0, 0};
         for (int i = 0; i < k && o->zero == 3; i++) {
             int sl = unit_slot(tc->cfg.L, unit[i]);

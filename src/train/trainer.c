@@ -7,6 +7,7 @@
 
 #include "mt_gemm.h"
 #include "mt_kernels.h"
+#include "mt_testhooks.h"
 #include "mt_tp.h"
 
 static MtStatus check(const MtTrainConfig *tc)
@@ -258,8 +259,9 @@ static void plan_for(MtTrainer *tr, int n)
     MT_ASSERT(tr->plan, "out of memory for the accumulation plan of %d micro-batches", n);
     tr->nplan = mt_tree_plan_blocks(n, tr->blk, tr->plan);
     tr->plan_leaves = n;
-    for (int i = 0; i < tr->nplan; i++)
-        if (tr->plan[i].leaf == n - 1)
+    mt_accum_test_mutate(tr->plan, tr->nplan, tr->blk, mt_test_hooks.accum_rtl, mt_test_hooks.accum_swap);
+    for (int i = 0; i < tr->nplan; i++) /* the last leaf computed: its adds finish the sums */
+        if (tr->plan[i].leaf >= 0)
             tr->plan_last = i;
 }
 
