@@ -11,6 +11,7 @@
 #include "mt_checkpoint.h"
 #include "mt_comm.h"
 #include "mt_dp.h"
+#include "mt_engine.h"
 #include "mt_pipeline.h"
 #include "mt_plan.h"
 #include "mt_tp_engine.h"
@@ -231,117 +232,15 @@ static void rss_report(MtComm *c, const char *what, int64_t before)
     free(all);
 }
 
-/* For the replica check: a tensor-parallel rank's whole slices when ZeRO shards them over
- * dp (gathered, collective), or a stage's tensors laid out as the whole model's (the others
- * zero; ZeRO-1's moments gathered): three arrays laid out like the trainer's table, in
- * state; NULL when the trainer holds them so. */
-static float *replica_state(MtTrainer *tr, MtDp *dp, MtPipe *pp, float *state[3])
+/* Saves a checkpoint (mt_engine_save): every rank writes its own part straight into the
+ * files, nothing gathered; each rank's resident memory growth is reported.  Returns 0 or the
+ * exit status. */
+static int save(MtEngine *e, const char *dir, int root)
 {
-    if (pp) {
-        int64_t len = mt_pipe_stage_floats(pp);
-        float *full = calloc(3 * (size_t)tr->nfloats + 3 * (size_t)len, sizeof(float));
-        MT_ASSERT(full, "no memory for the %lld floats of the stage's slices", 3 * (long long)tr->nfloats + 3 * len);
-        for (int k = 0; k < 3; k++)
-            state[k] = full + k * tr->nfloats;
-        float *arr[3] = {full + 3 * tr->nfloats, full + 3 * tr->nfloats + len, full + 3 * tr->nfloats + 2 * len};
-        mt_pipe_gather_state(pp, arr[0], arr[1], arr[2]); /* whole (ZeRO shards them over dp) */
-        for (int q = 0; q < tr->nparams; q++) {
-            int64_t b, e, at = mt_pipe_piece(pp, q, 0, &b, &e);
-            for (int k = 0; at >= 0 && k < 3; k++)
-                memcpy(state[k] + tr->table[q].offset, arr[k] + at, sizeof(float) * (size_t)tr->table[q].numel);
-        }
-        return full;
-    }
-    if (!dp || dp->o.zero == 0)
-        return NULL;
-    float *full = malloc(3 * sizeof(float) * (size_t)tr->nfloats);
-    MT_ASSERT(full, "no memory for the %lld floats of the rank's slices", 3 * (long long)tr->nfloats);
-    for (int k = 0; k < 3; k++)
-        state[k] = full + k * tr->nfloats;
-    mt_dp_gather_state(dp, state[0], state[1], state[2]);
-    return full;
-}
-
-/* Every rank writes its pieces of the checkpoint into the one pair of files (mt_checkpoint.h):
- * world rank 0 stages the directory and the headers, the staging path goes to every rank,
- * each writes its pieces (pfn for the parameters from P, mfn for the moments from M and V;
- * NULL: none), and rank 0 commits once every rank has written.  c NULL: one rank. */
-static MtStatus par_save(MtComm *c, const char *dir, const MtConfig *cfg, const MtParam *table, int n,
-                         const MtTrainState *ts, MtCkptPieces pfn, void *pctx, MtCkptPieces mfn, void *mctx,
-                         const float *P, const float *M, const float *V)
-{
-    union {
-        char path[4096];
-        float f[1024];
-    } stage = {{0}};
-    int root = !c || mt_comm_rank(c) == 0;
-    MtStatus s = root ? mt_ckpt_par_begin(dir, cfg, table, n, ts, stage.path, sizeof stage.path) : MT_OK;
-    float bad = s != MT_OK;
-    if (c) { /* the path travels as floats, bits untouched */
-        mt_broadcast(c, MT_GROUP_WORLD, &bad, 1, 0);
-        mt_broadcast(c, MT_GROUP_WORLD, stage.f, 1024, 0);
-    }
-    if (bad)
-        return root ? s : mt_error(MT_EIO, "rank 0 could not stage %s", dir);
-    if (pfn)
-        s = mt_ckpt_par_write(stage.path, table, n, 0, pfn, pctx, P, NULL);
-    if (s == MT_OK && mfn)
-        s = mt_ckpt_par_write(stage.path, table, n, 1, mfn, mctx, M, V);
-    if (s != MT_OK)
-        fprintf(stderr, "meshtrain train: %s\n", mt_error_msg());
-    bad = s != MT_OK; /* how many ranks failed */
-    if (c)
-        mt_allreduce(c, MT_GROUP_WORLD, &bad, 1, 1);
-    s = root ? mt_ckpt_par_commit(stage.path, dir, bad == 0) : MT_OK;
-    bad = s != MT_OK;
-    if (c)
-        mt_broadcast(c, MT_GROUP_WORLD, &bad, 1, 0);
-    return !bad ? MT_OK : root ? s : mt_error(MT_EIO, "rank 0 could not save %s", dir);
-}
-
-/* Saves a checkpoint: every rank writes its own part straight into the files, nothing
- * gathered.  Returns 0 or the exit status. */
-static int save(MtTrainer *tr, MtDp *dp, MtPipe *pp, MtTpe *tp, MtComm *c, const char *dir, int root)
-{
-    const MtTrainConfig *tc = &tr->tc;
-    float *P = tr->params, *M = tr->m, *V = tr->v;
-    MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro, .seq = tc->seq,
-                       .tp_blocks = tp ? tp->ctx.K : 1, .accum_blocks = tc->accum_blocks, .oc = tc->oc};
-    /* the arithmetic goes with the state */
     int64_t before = mt_mem_rss_mark();
-    MtStatus s;
-    if (!c && !tp) {
-        s = mt_ckpt_save(dir, &tc->cfg, tr->table, tr->nparams, P, M, V, &ts);
-        return s == MT_OK ? 0 : mt_cli_fail(s);
-    }
-    if (pp) { /* with --dp, every copy of the pipeline holds the same state: the first one writes */
-        int w = mt_comm_group_rank(c, MT_GROUP_DP) == 0;
-        MtPipeInner in = {pp, mt_tpe_piece, tp, 0, 0}, sh = {pp, mt_tpe_piece, tp, 0, 1}; /* --tp: the slices */
-        MtCkptPieces fn = !w ? NULL : tp ? mt_pipe_inner_piece : mt_pipe_piece;
-        void *ctx = tp ? (void *)&in : (void *)pp;
-        /* ZeRO: every rank of the first sharded copy writes the moments of its chunks (FSDP:
-         * the parameters' too) */
-        int z = pp->o.zero_dp > 1, ws = z && mt_comm_group_rank(c, MT_GROUP_DP_REPLICA) == 0;
-        MtCkptPieces sfn = !ws ? NULL : tp ? mt_pipe_inner_piece : mt_pipe_shard_piece;
-        void *sctx = tp ? (void *)&sh : (void *)pp;
-        int z3 = pp->o.zero == 3;
-        s = par_save(c, dir, &tc->cfg, tp ? tp->whole : tr->table, tr->nparams, &ts, z3 ? sfn : fn, z3 ? sctx : ctx,
-                     z ? sfn : fn, z ? sctx : ctx, P, M, V);
-    } else if (tp && dp && dp->o.zero > 0) { /* each rank its slices' runs cut to its ZeRO chunks */
-        MtDpInner sh = {dp, mt_tpe_piece, tp, 0};
-        int z3 = dp->o.zero == 3, w = dp->rank == 0; /* ZeRO-1/2: the parameters are whole on every dp rank */
-        s = par_save(c, dir, &tc->cfg, tp->whole, tr->nparams, &ts, z3 ? mt_dp_inner_piece : w ? mt_tpe_piece : NULL,
-                     z3 ? (void *)&sh : (void *)tp, mt_dp_inner_piece, &sh, P, M, V);
-    } else if (tp) { /* with --dp, every dp replica holds the same slices: the first one writes */
-        int w = !dp || dp->rank == 0;
-        s = par_save(c, dir, &tc->cfg, tp->whole, tr->nparams, &ts, w ? mt_tpe_piece : NULL, tp,
-                     w ? mt_tpe_piece : NULL, tp, P, M, V);
-    } else {
-        MtDpPiece pc = {dp, 0, 0}, mc = {dp, 1, 0};
-        s = par_save(c, dir, &tc->cfg, tr->table, tr->nparams, &ts, mt_dp_piece, &pc, mt_dp_piece, &mc, P, M, V);
-    }
-    if (c)
-        rss_report(c, "checkpoint save", before);
+    MtStatus s = mt_engine_save(e, dir);
+    if (e->c)
+        rss_report(e->c, "checkpoint save", before);
     return s == MT_OK ? 0 : root ? mt_cli_fail(s) : 1;
 }
 
@@ -391,25 +290,6 @@ static void pipe_summary(MtPipe *pp, double measured, double exposed_ms)
     free(stage);
     for (int r = 0; r < P; r++)
         free(lists[r]);
-}
-
-/* The validation loss of windows 0 .. n-1 of val, the same bits on every layout
- * (mt_train.h): the dp ranks (pipeline copies) share the windows (mt_eval_share), each
- * evaluates its share (the tp ranks and stages of one replica the same windows), the
- * windows' sums are gathered over dp (sums: dp x the share), and every rank adds them in
- * window order. */
-static double validate(MtTrainer *tr, MtPipe *pp, MtComm *c, const MtTokens *val, int64_t n, double *sums)
-{
-    int D = c ? mt_comm_group_size(c, MT_GROUP_DP) : 1, r = c ? mt_comm_group_rank(c, MT_GROUP_DP) : 0, passes;
-    int64_t lo, hi, share = mt_eval_share(n, D, r, tr->tc.micro, &lo, &hi, &passes);
-    double *mine = sums + r * share;
-    if (pp)
-        mt_pipe_eval_windows(pp, val, lo, hi, passes, mine);
-    else
-        mt_trainer_eval_windows(tr, val, lo, hi, passes, mine);
-    if (D > 1) /* rank r's chunk of the 2 D share floats is its own share: doubles as float pairs */
-        mt_allgather(c, MT_GROUP_DP, (float *)mine, (float *)sums, 2 * D * share);
-    return mt_eval_mean(sums, n, tr->tc.seq);
 }
 
 /* End of a multi-rank run: bytes each rank sent per group, and the trace. */
@@ -651,9 +531,11 @@ int mt_cmd_train(int full_argc, char **full_argv)
                                ? kept_setting(s, "accum-blocks", a.accum_blocks, a.resume) : s);
     /* one block per micro-batch is recorded as 0, whatever the micro-batch count */
     tc.accum_blocks = a.accum_blocks == tc.batch / tc.micro ? 0 : a.accum_blocks;
+    MtEngineLayout layout = {.dp = a.dp, .tp = a.tp, .pp = a.pp, .zero = a.zero, .shard = a.shard,
+                             .tp_blocks = a.tp_blocks, .seqpar = a.seqpar, .det = !a.fast_comm,
+                             .bucket_bytes = (int64_t)(a.bucket_mb * 1048576.0), .po = po};
     if (a.plan) { /* every rank's bytes from the layout alone, before anything runs */
-        MtPlanLayout pl = {.dp = a.dp, .tp = a.tp, .pp = a.pp, .zero = a.zero, .shard = a.shard, .tp_blocks = a.tp_blocks,
-                           .seqpar = a.seqpar, .det = !a.fast_comm, .po = po};
+        MtEngineLayout pl = layout;
         for (int r = 0; r < a.dp * a.tp * a.pp; r++) {
             int64_t b[MT_MEM_NCAT];
             mt_plan_memory(&tc, &pl, r, b);
@@ -718,96 +600,29 @@ int mt_cmd_train(int full_argc, char **full_argv)
     int root = !comm || mt_comm_rank(comm) == 0;
     char who[128]; /* errors from here on name the rank that had them */
     snprintf(who, sizeof who, "meshtrain train%s%s", comm ? " " : "", comm ? mt_comm_label(comm) : "");
-    int use_tp = a.tp > 1 || a.tp_blocks > 1; /* --tp-blocks 1 alone is the plain arithmetic */
-    MtTpe tpe = {0}, *tpp = NULL;
-    if (use_tp) /* with --dp too: the dp engine steps the tp rank's trainer */
-        mt_tpe_setup(&tpe, comm, &tc, a.tp, a.tp_blocks, a.seqpar);
-    MtDpSum dsum = {.c = comm, .det = !a.fast_comm};
-    if (comm && a.pp > 1 && a.dp > 1) { /* DDP or ZeRO over the copies of the pipeline */
-        mt_pipe_dp_options(&po, a.dp, mt_comm_group_rank(comm, MT_GROUP_DP), a.zero, a.shard, !a.fast_comm,
-                           mt_accum_block_size(&tc));
-        po.reduce = mt_dp_sum;
-        po.reduce_ctx = &dsum;
-    }
-    if (comm && a.pp > 1)
-        mt_pipe_configure(&tc, &po, a.pp, mt_comm_group_rank(comm, MT_GROUP_PP));
-    else if (comm && (!use_tp || a.dp > 1))
-        mt_dp_configure(&tc, a.dp, a.shard, a.zero, !a.fast_comm);
     if (a.trace && !comm)
         printf("meshtrain train: one rank, no communication: --trace %s is not written\n", a.trace);
     int nranks = comm ? mt_comm_size(comm) : 1;
     fields = calloc((size_t)nranks * RANK_FIELDS, sizeof(int64_t));
-    MtTrainer tr;
-    MtDp dpe = {0}, *dpp = NULL;
-    MtPipe pipe = {0}, *pp = NULL;
-    if (!fields || (s = mt_trainer_init(&tr, &tc)) != MT_OK) {
+    MtEngine eng; /* the layout's techniques composed once (mt_engine.h) */
+    if (!fields || (s = mt_engine_init(&eng, &tc, &layout, comm)) != MT_OK) {
         rc = mt_cli_fail(mt_error_prefix(fields ? s : MT_ENOMEM, "%s", who));
         goto out_data;
     }
-    if (use_tp) {
-        if ((s = mt_tpe_init(&tpe, &tr)) != MT_OK) {
-            rc = mt_cli_fail(mt_error_prefix(s, "%s", who));
-            goto out_trainer;
-        }
-        tpp = &tpe;
-    }
-    if (comm && a.pp > 1) {
-        if ((s = mt_pipe_init(&pipe, &tr, comm, &po)) != MT_OK) {
-            rc = mt_cli_fail(mt_error_prefix(s, "%s", who));
-            goto out_trainer;
-        }
-        pp = &pipe;
-    } else if (comm && (!use_tp || a.dp > 1)) {
-        MtDpOptions o = {.zero = a.zero, .det = !a.fast_comm, .bucket_bytes = (int64_t)(a.bucket_mb * 1048576.0),
-                         .shard = a.shard};
-        if ((s = mt_dp_init(&dpe, &tr, comm, &o)) != MT_OK) {
-            rc = mt_cli_fail(mt_error_prefix(s, "%s", who));
-            goto out_trainer;
-        }
-        dpp = &dpe;
-    }
-    if (a.resume && pp) { /* each stage reads its own tensors only (with --tp, its slices of them) */
+    MtTrainer *tr = &eng.tr;
+    MtTpe *tpp = eng.tp;
+    MtPipe *pp = eng.pp;
+    MtDp *dpp = eng.dp;
+    if (a.resume) { /* every rank reads its own pieces only */
         int64_t before = mt_mem_rss_mark();
-        if ((s = mt_pipe_load(pp, a.resume, tpp ? tpe.whole : NULL, tpp ? mt_tpe_load_piece : NULL, tpp)) != MT_OK) {
-            rc = mt_cli_fail(mt_error_prefix(s, "%s", who));
-            goto out_trainer;
-        }
-        rss_report(comm, "checkpoint load", before);
-        tr.step = rs.step;
-    } else if (a.resume && tpp) { /* each rank keeps its slices (and with ZeRO, its shard of them) */
-        int64_t before = mt_mem_rss_mark();
-        if (dpp && a.zero > 0) { /* the slices' runs of its ZeRO chunks only */
-            MtDpInner sh = {dpp, mt_tpe_load_piece, tpp, 1};
-            if (a.zero == 3)
-                s = mt_ckpt_load_pieces(a.resume, tpe.whole, tr.nparams, mt_dp_inner_piece, &sh, tr.params, tr.m, tr.v);
-            else if ((s = mt_ckpt_load_pieces(a.resume, tpe.whole, tr.nparams, mt_tpe_load_piece, tpp, tr.params, NULL,
-                                              NULL)) == MT_OK)
-                s = mt_ckpt_load_pieces(a.resume, tpe.whole, tr.nparams, mt_dp_inner_piece, &sh, NULL, tr.m, tr.v);
-        } else
-            s = mt_tpe_load(tpp, a.resume);
+        s = mt_engine_load(&eng, a.resume);
         if (comm)
             rss_report(comm, "checkpoint load", before);
         if (s != MT_OK) {
             rc = mt_cli_fail(mt_error_prefix(s, "%s", who));
             goto out_trainer;
         }
-        tr.step = rs.step;
-    } else if (a.resume) {
-        /* a ZeRO rank reads its chunks only (and ZeRO-1/2 the whole parameters) */
-        int64_t before = mt_mem_rss_mark();
-        MtDpPiece mc = {dpp, 1, 1};
-        if (dpp && a.zero == 3)
-            s = mt_ckpt_load_pieces(a.resume, tr.table, tr.nparams, mt_dp_piece, &mc, tr.params, tr.m, tr.v);
-        else if ((s = mt_ckpt_load_params(a.resume, tr.table, tr.nparams, tr.params)) == MT_OK)
-            s = dpp && a.zero > 0 ? mt_ckpt_load_pieces(a.resume, tr.table, tr.nparams, mt_dp_piece, &mc, NULL, tr.m, tr.v)
-                                  : mt_ckpt_load_moments(a.resume, tr.table, tr.nparams, tr.m, tr.v);
-        if (comm)
-            rss_report(comm, "checkpoint load", before);
-        if (s != MT_OK) {
-            rc = mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
-            goto out_trainer;
-        }
-        tr.step = rs.step;
+        tr->step = rs.step;
     }
     FILE *jf = NULL;
     if (root && a.log_json && !(jf = fopen(a.log_json, a.resume ? "a" : "w"))) {
@@ -837,16 +652,16 @@ int mt_cmd_train(int full_argc, char **full_argv)
         printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), %s%s, %s reductions\n", nranks, a.dp, a.tp, a.pp,
                zero_names[a.zero], a.shard > 0 && a.shard < a.dp ? " sharded within copies of --shard-size ranks" : "",
                a.fast_comm ? "fast" : "fixed-order");
-    int64_t nparams = tr.nfloats; /* the whole model's (a tp rank holds its slices) */
-    for (int q = 0; tpp && q < tr.nparams; q++)
-        nparams += tpe.whole[q].numel - tr.table[q].numel;
+    int64_t nparams = tr->nfloats; /* the whole model's (a tp rank holds its slices) */
+    for (int q = 0; tpp && q < tr->nparams; q++)
+        nparams += tpp->whole[q].numel - tr->table[q].numel;
     printf("meshtrain train: %d layers, %d heads, width %d, context %d, vocab %d: %.2fM parameters\n",
            tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.T, tc.cfg.V, nparams / 1e6);
     printf("  batch %d x %d tokens (micro-batch %d), %d step%s from step %lld, %d thread%s, %s\n", tc.batch, tc.seq,
-           tc.micro, a.steps, a.steps == 1 ? "" : "s", (long long)tr.step, tc.threads, tc.threads == 1 ? "" : "s",
+           tc.micro, a.steps, a.steps == 1 ? "" : "s", (long long)tr->step, tc.threads, tc.threads == 1 ? "" : "s",
            mt_gemm_name());
     if (a.resume) { /* what the arithmetic continues (mt_checkpoint.h: trainer_state.json) */
-        int K = tpp ? tpe.ctx.K : 1;
+        int K = tpp ? tpp->ctx.K : 1;
         printf("  resumed %s at step %lld; split sums in %d block%s: ", a.resume, (long long)rs.step, K, K == 1 ? "" : "s");
         if (rs.tp_blocks == 0)
             printf("the checkpoint does not record its own\n");
@@ -865,8 +680,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     if (tpp)
         printf("  tensor parallel: tp %d, %d blocks per split sum, vocabulary padded to %lld; logits %.2f MiB per rank "
-               "(micro-batch x %d x %lld)\n", tpe.ctx.N, tpe.ctx.K, (long long)tpe.ctx.Vp,
-               mt_tpe_logits_floats(&tpe) * 4.0 / 1048576.0, tc.seq, (long long)(tpe.ctx.Vp / tpe.ctx.N));
+               "(micro-batch x %d x %lld)\n", tpp->ctx.N, tpp->ctx.K, (long long)tpp->ctx.Vp,
+               mt_tpe_logits_floats(tpp) * 4.0 / 1048576.0, tc.seq, (long long)(tpp->ctx.Vp / tpp->ctx.N));
     if (val_windows > 0)
         printf("  validation: %lld sequence%s of %d tokens (--eval-batches %d x batch %d, at most val.bin's), %s\n",
                (long long)val_windows, val_windows == 1 ? "" : "s", tc.seq, a.eval_batches, tc.batch,
@@ -875,89 +690,71 @@ int mt_cmd_train(int full_argc, char **full_argv)
         printf("  validation: none (%s)\n", a.eval_batches == 0 ? "--eval-batches 0" : "no val.bin, or shorter than "
                "one sequence");
     printf("  memory: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
-           tr.mem.cur[MT_MEM_PARAMS] / 1048576.0, tr.mem.cur[MT_MEM_GRADS] / 1048576.0,
-           tr.mem.cur[MT_MEM_OPTIM] / 1048576.0, tr.mem.cur[MT_MEM_ACTS] / 1048576.0);
+           tr->mem.cur[MT_MEM_PARAMS] / 1048576.0, tr->mem.cur[MT_MEM_GRADS] / 1048576.0,
+           tr->mem.cur[MT_MEM_OPTIM] / 1048576.0, tr->mem.cur[MT_MEM_ACTS] / 1048576.0);
     fflush(stdout);
     double t_total = 0.0, exposed_total = 0.0, bubble_total = 0.0;
     int64_t timed = 0;
     MtStepStats st = {0};
-    while (tr.step < a.steps) {
-        mt_mem_reset_peaks(&tr.mem);
+    while (tr->step < a.steps) {
+        mt_mem_reset_peaks(&tr->mem);
         if (comm)
             mt_comm_reset_counters(comm);
         double t0 = mt_now();
-        if (tpp)
-            tpp->comm_s = 0.0;
-        if (pp) /* with --dp and --tp inside */
-            mt_pipe_step(pp, &train, &st);
-        else if (dpp) /* with --tp, each tp rank's share of the micro-batches */
-            mt_dp_step(dpp, &train, &st);
-        else if (tpp)
-            mt_tpe_step(tpp, &train, &st);
-        else
-            mt_trainer_step(&tr, &train, &st);
+        mt_engine_step(&eng, &train, &st);
         double dt = mt_now() - t0;
         t_total += dt;
         timed++;
         if (!isfinite(st.loss) || !isfinite(st.grad_norm)) { /* every rank has the same loss and norm */
             if (root)
                 fprintf(stderr, "meshtrain train: step %lld: loss %g, gradient norm %g: not finite; stopping without "
-                        "saving (the last checkpoint, if any, is kept)\n", (long long)tr.step, st.loss, st.grad_norm);
+                        "saving (the last checkpoint, if any, is kept)\n", (long long)tr->step, st.loss, st.grad_norm);
             rc = 1;
             break;
         }
         double tps = (double)tc.batch * tc.seq / dt;
-        if (dpp)
-            exposed_total += dpp->comm_s;
-        if (tpp)
-            exposed_total += tpp->comm_s;
-        if (pp) {
-            exposed_total += pp->comm_s;
-            if (timed > 1) /* the first step faults its memory in */
-                bubble_total += pp->bubble;
-        }
+        exposed_total += mt_engine_comm_s(&eng);
+        if (pp && timed > 1) /* the first step faults its memory in */
+            bubble_total += pp->bubble;
         if (a.log_json) { /* this step's figures, before an evaluation adds to them */
-            rank_fields(&tr, comm, dpp, pp, tpp, fields);
+            rank_fields(tr, comm, dpp, pp, tpp, fields);
             if (comm)
                 mt_comm_gather_i64(comm, fields, RANK_FIELDS, fields);
         }
         double vl = NAN;
-        int last = tr.step == a.steps || (a.exit_interval > 0 && tr.step % a.exit_interval == 0);
-        if (val_windows > 0 && ((a.eval_every > 0 && tr.step % a.eval_every == 0) || last))
-            vl = validate(&tr, pp, comm, &val, val_windows, val_sums);
+        int last = tr->step == a.steps || (a.exit_interval > 0 && tr->step % a.exit_interval == 0);
+        if (val_windows > 0 && ((a.eval_every > 0 && tr->step % a.eval_every == 0) || last))
+            vl = mt_engine_validate(&eng, &val, val_windows, val_sums);
         if (jf)
-            log_json(jf, &tr, &st, dt * 1e3, tps, vl, val_windows, pp ? pp->bubble : NAN, fields, nranks);
-        if ((a.log_every > 0 && tr.step % a.log_every == 0) || last || !isnan(vl) || tr.step == 1) {
+            log_json(jf, tr, &st, dt * 1e3, tps, vl, val_windows, pp ? pp->bubble : NAN, fields, nranks);
+        if ((a.log_every > 0 && tr->step % a.log_every == 0) || last || !isnan(vl) || tr->step == 1) {
             char eta[32];
-            fmt_eta(eta, sizeof eta, (a.steps - tr.step) * (t_total / timed));
+            fmt_eta(eta, sizeof eta, (a.steps - tr->step) * (t_total / timed));
             printf("step %5lld/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | eta %s",
-                   (long long)tr.step, a.steps, st.loss, st.lr, st.grad_norm, dt * 1e3, tps, eta);
+                   (long long)tr->step, a.steps, st.loss, st.lr, st.grad_norm, dt * 1e3, tps, eta);
             if (!isnan(vl))
                 printf(" | val %.4f", vl);
             printf("\n");
             fflush(stdout);
         }
-        if (last && tr.step != a.steps)
+        if (last && tr->step != a.steps)
             break; /* --exit-interval */
-        if (a.save && a.save_every > 0 && tr.step % a.save_every == 0 && !last &&
-            (rc = save(&tr, dpp, pp, tpp, comm, a.save, root)) != 0)
+        if (a.save && a.save_every > 0 && tr->step % a.save_every == 0 && !last && (rc = save(&eng, a.save, root)) != 0)
             break;
     }
     if (rc == 0 && tpp && comm) { /* the replicated parameters must not drift apart */
-        float *state[3], *full = replica_state(&tr, dpp, pp, state);
-        int differ = mt_tpe_replicas_differ(tpp, full ? state : NULL);
-        free(full);
+        int differ = mt_engine_replicas_differ(&eng);
         if (differ) {
             if (root)
                 fprintf(stderr, "meshtrain train: %d replicated tensors differ across the %d tp ranks at step %lld\n",
-                        differ, tpe.ctx.N, (long long)tr.step);
+                        differ, tpp->ctx.N, (long long)tr->step);
             rc = 1;
         } else
             printf("tensor parallel: every replicated tensor (parameters and moments) is identical on the %d tp "
-                   "ranks at step %lld\n", tpe.ctx.N, (long long)tr.step);
+                   "ranks at step %lld\n", tpp->ctx.N, (long long)tr->step);
     }
-    if (rc == 0 && a.save && (rc = save(&tr, dpp, pp, tpp, comm, a.save, root)) == 0)
-        printf("saved checkpoint %s (step %lld)\n", a.save, (long long)tr.step);
+    if (rc == 0 && a.save && (rc = save(&eng, a.save, root)) == 0)
+        printf("saved checkpoint %s (step %lld)\n", a.save, (long long)tr->step);
     if (timed > 0)
         printf("done: %lld steps, %.1f ms/step on average\n", (long long)timed, 1e3 * t_total / timed);
     if (timed > 0 && pp)
@@ -973,13 +770,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
         fclose(jf);
 out_trainer:
     free(val_sums);
-    if (tpp)
-        mt_tpe_free(tpp);
-    if (dpp)
-        mt_dp_free(dpp);
-    if (pp)
-        mt_pipe_free(pp);
-    mt_trainer_free(&tr);
+    mt_engine_free(&eng);
 out_data:
     free(fields);
     mt_tokens_free(&train);

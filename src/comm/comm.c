@@ -234,6 +234,7 @@ void mt_comm_mesh(MtComm *c, const MtLayout *l)
         MPI_Comm_dup(c->groups[g], &c->second[g]);
         MPI_Comm_rank(c->groups[g], &c->grank[g]);
         MPI_Comm_size(c->groups[g], &c->gsize[g]);
+        c->seq[g] = 0; /* a new group counts its calls from the start on every member */
     }
     set_label(c);
 }

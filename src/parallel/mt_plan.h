@@ -1,7 +1,7 @@
 /* mt_plan.h - how many bytes a rank of a layout holds and sends, without running it.
  *
- * mt_plan_memory(tc, layout, rank) configures a copy of tc as the training command does for
- * that rank of the mesh (tensor parallelism's slices, the pipeline's stage, data
+ * mt_plan_memory(tc, layout, rank) configures a copy of tc as the engine composes that rank
+ * of the mesh (mt_engine_shape) (tensor parallelism's slices, the pipeline's stage, data
  * parallelism's shards) and adds up what the trainer and each technique allocate: the
  * parameters, gradients (with tree temporaries, ZeRO's unit buffers and round trees, the
  * pipeline's tree and wte replica, FSDP's unit slots), AdamW moments and activations (the
@@ -15,27 +15,21 @@
 #ifndef MT_PLAN_H
 #define MT_PLAN_H
 
+#include "mt_engine.h"
 #include "mt_mem.h"
 #include "mt_pipeline.h"
 #include "mt_train.h"
 
-typedef struct {
-    int dp, tp, pp;     /* the mesh (mt_mesh.h) */
-    int zero, shard;    /* --zero, --shard-size */
-    int tp_blocks;      /* --tp-blocks (0: none) */
-    int seqpar;         /* --sequence-parallel */
-    int det;            /* fixed-order reductions (not --fast-comm) */
-    MtPipeOptions po;   /* with pp > 1: as mt_pipe_check filled it for the whole step's M */
-} MtPlanLayout;
+/* the layout: MtEngineLayout (mt_engine.h) */
 
 /* Bytes per category (params, grads, optimizer, activations; other 0) of world rank
  * `rank`; tc as the command line sets it before any technique configures it. */
-void mt_plan_memory(const MtTrainConfig *tc, const MtPlanLayout *l, int rank, int64_t bytes[MT_MEM_NCAT]);
+void mt_plan_memory(const MtTrainConfig *tc, const MtEngineLayout *l, int rank, int64_t bytes[MT_MEM_NCAT]);
 /* Bytes world rank `rank` sends per step over its groups, {dp, tp, pp} as the log's comm
  * counts them (dp with dp_shard and dp_replica, pp with the embed group): the sum of each
  * technique's formula (mt_dp_plan_comm, mt_tp_plan_micro_bytes per micro-batch and
  * mt_tp_plan_step_bytes, mt_pipe_plan_comm), for a step that follows a step (an evaluation
  * sends nothing the step counts). */
-void mt_plan_comm(const MtTrainConfig *tc, const MtPlanLayout *l, int rank, int64_t bytes[3]);
+void mt_plan_comm(const MtTrainConfig *tc, const MtEngineLayout *l, int rank, int64_t bytes[3]);
 
 #endif

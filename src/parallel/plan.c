@@ -5,49 +5,14 @@
 #include <string.h>
 
 #include "mt_dp.h"
+#include "mt_engine.h"
 #include "mt_mesh.h"
 #include "mt_tp.h"
 
-/* the rank's coordinates and tc configured for them, as the command does */
-typedef struct {
-    MtTrainConfig tc;
-    MtTpCtx ctx;
-    MtPipeOptions po;
-    int tp_rank, pp_rank, dp_rank, shard_rank, use_tp, dp_engine;
-} Rank;
-
-static void configure(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, Rank *x)
+void mt_plan_memory(const MtTrainConfig *tc0, const MtEngineLayout *l, int rank, int64_t bytes[MT_MEM_NCAT])
 {
-    memset(x, 0, sizeof *x);
-    x->tc = *tc0;
-    MtLayout mesh = {.dp = l->dp, .tp = l->tp, .pp = l->pp, .shard = l->shard};
-    int world = l->dp * l->tp * l->pp;
-    if (world > 1) {
-        mt_mesh_group(&mesh, MT_GROUP_TP, rank, NULL, &x->tp_rank);
-        mt_mesh_group(&mesh, MT_GROUP_PP, rank, NULL, &x->pp_rank);
-        mt_mesh_group(&mesh, MT_GROUP_DP, rank, NULL, &x->dp_rank);
-        mt_mesh_group(&mesh, l->zero > 0 ? MT_GROUP_DP_SHARD : MT_GROUP_DP, rank, NULL, &x->shard_rank);
-    }
-    int K = l->tp_blocks > 0 ? l->tp_blocks : l->tp;
-    x->use_tp = l->tp > 1 || l->tp_blocks > 1;
-    x->ctx = (MtTpCtx){.N = l->tp, .r = x->tp_rank, .K = K, .Vp = mt_tp_vocab_of(x->tc.cfg.V, K), .seqpar = l->seqpar};
-    if (x->use_tp)
-        x->tc.tp = &x->ctx;
-    x->po = l->po;
-    if (l->pp > 1) { /* as the command configures a copy of the pipeline */
-        x->po.M = x->tc.batch / x->tc.micro / l->dp;
-        mt_pipe_dp_options(&x->po, l->dp, x->dp_rank, l->zero, l->shard, l->det, mt_accum_block_size(&x->tc));
-        mt_pipe_configure(&x->tc, &x->po, l->pp, x->pp_rank);
-    } else if (world > 1 && (!x->use_tp || l->dp > 1)) {
-        mt_dp_configure(&x->tc, l->dp, l->shard, l->zero, l->det);
-        x->dp_engine = 1;
-    }
-}
-
-void mt_plan_memory(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, int64_t bytes[MT_MEM_NCAT])
-{
-    Rank x;
-    configure(tc0, l, rank, &x);
+    MtEngineShape x; /* the rank as the engine composes it */
+    mt_engine_shape(tc0, l, rank, &x);
     MtTrainConfig tc = x.tc; /* tc.tp: &x.ctx with tensor parallelism */
     memset(bytes, 0, sizeof(int64_t) * MT_MEM_NCAT);
     MtParam *table = calloc((size_t)mt_param_count(&tc.cfg), sizeof(MtParam));
@@ -63,16 +28,16 @@ void mt_plan_memory(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, i
         MtActsShape sh = mt_trainer_acts_shape(&tc);
         bytes[MT_MEM_ACTS] = 4 * mt_acts_floats_shape(&tc.cfg, tc.micro, tc.seq, tc.threads, &sh);
     }
-    if (x.dp_engine)
+    if (x.use_dp)
         mt_dp_plan(&tc, l->dp, l->shard > 0 ? l->shard : l->dp, l->zero, l->det, x.shard_rank, bytes);
     if (l->pp > 1)
         mt_pipe_plan(&tc, &x.po, l->pp, x.pp_rank, x.shard_rank, bytes);
 }
 
-void mt_plan_comm(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, int64_t bytes[3])
+void mt_plan_comm(const MtTrainConfig *tc0, const MtEngineLayout *l, int rank, int64_t bytes[3])
 {
-    Rank x;
-    configure(tc0, l, rank, &x);
+    MtEngineShape x; /* the rank as the engine composes it */
+    mt_engine_shape(tc0, l, rank, &x);
     MtTrainConfig tc = x.tc; /* tc.tp: &x.ctx with tensor parallelism */
     bytes[0] = bytes[1] = bytes[2] = 0;
     if (l->pp > 1) {
@@ -80,7 +45,7 @@ void mt_plan_comm(const MtTrainConfig *tc0, const MtPlanLayout *l, int rank, int
         return;
     }
     int M = tc.batch / tc.micro, mine = M / l->dp; /* the micro-batches this rank runs */
-    if (x.dp_engine)
+    if (x.use_dp)
         bytes[0] = mt_dp_plan_comm(&tc, l->dp, l->shard > 0 ? l->shard : l->dp, l->zero, l->det);
     bytes[1] = (int64_t)mine * mt_tp_plan_micro_bytes(&tc.cfg, tc.tp, (int64_t)tc.micro * tc.seq, 1, 0, tc.cfg.L, 1,
                                                       tc.recompute, 0) +
