@@ -76,7 +76,7 @@ static void layout(const char *name, MtEngineLayout l, int accum)
     tc.accum_blocks = K == M ? 0 : K;
     l.det = 1;
     if (l.pp > 1) {
-        l.po = (MtPipeOptions){.kind = l.po.kind, .V = l.po.V > 0 ? l.po.V : 1, .M = M / l.dp, .ltr_stage = -1};
+        l.po = (MtPipeOptions){.kind = l.po.kind, .V = l.po.V > 0 ? l.po.V : 1, .M = M / l.dp};
         MT_ASSERT(mt_pipe_check(&l.po, &tc.cfg, l.pp, NULL, 0) == MT_OK, "%s: %s", name, mt_error_msg());
     }
     MtLayout mesh = {.dp = l.dp, .tp = l.tp, .pp = l.pp, .shard = l.shard};

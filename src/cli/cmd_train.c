@@ -511,7 +511,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
             return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
         /* with --dp each copy of the pipeline runs its share of the micro-batches */
         po = (MtPipeOptions){.kind = mt_schedule_kind(a.schedule), .M = tc.batch / tc.micro / a.dp, .V = a.vstages,
-                             .ltr_stage = mt_test_hooks.ltr_stage - 1}; /* test hook (mt_testhooks.h): a wrong order */
+                             .ltr_stage = mt_test_hooks.ltr_stage}; /* test hook (mt_testhooks.h): a wrong order */
         if ((s = mt_pipe_check(&po, &tc.cfg, a.pp, a.stage_layers ? given : NULL, ngiven)) != MT_OK && a.dp > 1) {
             char why[512];
             snprintf(why, sizeof why, "%s", mt_error_msg());

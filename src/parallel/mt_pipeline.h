@@ -49,8 +49,8 @@ typedef struct {
     int V;                   /* chunks per rank (interleaved) */
     int stage_layers[MT_MAX_STAGES]; /* blocks per virtual stage (filled by mt_pipe_check) */
     int given;               /* stage_layers came from --stage-layers */
-    int ltr_stage;           /* test hook (mt_testhooks.h): this stage sums its micro-batches left
-                              * to right, an order the equivalence test must catch; -1: none */
+    int ltr_stage;           /* test hook (mt_testhooks.h): stage ltr_stage - 1 sums its micro-batches
+                              * left to right, an order the equivalence test must catch; 0: none */
     /* Data parallelism over copies of this pipeline (--dp with --pp): the copy's j-th
      * micro-batch is the step's first_mb + j mb_stride (a contiguous run with stride 1;
      * round-robin over the copies with stride D), and reduce sums a gradient span and the

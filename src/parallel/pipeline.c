@@ -266,7 +266,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         ch->hi = tr->unit_hi[ul];
         ch->loff = off;
         ch->skip = ch->embed ? VC : 0; /* the first stage's wte gradient comes whole from the last */
-        ch->plan = ch->stage == o->ltr_stage && M > 1 ? p->ltr : p->plan;
+        ch->plan = ch->stage == o->ltr_stage - 1 && M > 1 ? p->ltr : p->plan;
         off += ch->hi - ch->lo;
         for (int u = uf; u <= ul && !fsdp(p); u++) /* FSDP: views on the slots, as units are gathered */
             mt_weights_view_unit(cfg, tr->table, tr->nparams, u, tr->params + ch->loff + (tr->unit_lo[u] - ch->lo), &p->w);
