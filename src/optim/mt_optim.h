@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "mt_model.h"
+#include "mt_tp.h"
 
 #define MT_NORM_BLOCK 512
 
@@ -58,5 +59,16 @@ void mt_adamw_step(const MtParam *table, int nparams, float *params, const float
  * lo (a shard); elements of the range that belong to no tensor (padding) are left alone. */
 void mt_adamw_range(const MtParam *table, int nparams, int64_t lo, int64_t hi, float *params,
                     const float *grads, float *m, float *v, const MtOptimConfig *oc, float lr, int t);
+
+/* The gradient norm under K blocks (tp_norm.c).  One device's sum of squares, defined for any K: each
+ * split tensor as the pairwise tree over its K slices (the slices of tp = K), each slice
+ * gathered in its local order and summed as blocks of MT_NORM_BLOCK (double each, added in
+ * order); a replicated tensor as its blocks; the tensors added in table order.  A rank
+ * holding K / N slices of every split tensor computes its subtrees: out[i] for tensor i of
+ * its local table (nsub = K / N); mt_tp_sumsq_combine adds the ranks' parts (N x n, rank-
+ * major) in the same tree, the replicated ones once (from rank 0's part), and returns the
+ * sum of squares. */
+void mt_tp_sumsq_parts(const MtParam *local_table, int n, const float *g, int nsub, double *out);
+double mt_tp_sumsq_combine(const MtParam *local_table, int n, const double *all, int N);
 
 #endif

@@ -19,11 +19,6 @@ void mt_dp_range(int microbatches, int dp, int dp_rank, int *lo, int *hi)
     *hi = *lo + per;
 }
 
-int mt_dp_contiguous(int zero, int det, int N, int microbatches, int B)
-{
-    return !mt_accum_round_robin(N, zero, det, microbatches, B);
-}
-
 void mt_dp_configure(MtTrainConfig *tc, int N, int S, int zero, int det)
 {
     int M = tc->batch / tc->micro, contig = mt_dp_contiguous(zero, det, N, M, mt_accum_block_size(tc));
@@ -49,13 +44,6 @@ void mt_dp_sum(void *ctx, float *x, int64_t n)
     s->comm_s += mt_now() - t;
 }
 
-double mt_dp_clock(MtDp *dp, double since)
-{
-    double t = mt_now();
-    dp->comm_s += t - since;
-    return t;
-}
-
 void mt_dp_poll(MtDp *dp)
 {
     double t = mt_now();
@@ -64,13 +52,6 @@ void mt_dp_poll(MtDp *dp)
         if (!mt_test(dp->c, dp->pending[i]))
             dp->pending[k++] = dp->pending[i];
     dp->npending = k;
-    mt_dp_clock(dp, t);
-}
-
-void mt_dp_wait(MtDp *dp, MtRequest *r)
-{
-    double t = mt_now();
-    mt_wait(dp->c, r);
     mt_dp_clock(dp, t);
 }
 

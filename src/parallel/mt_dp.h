@@ -44,6 +44,7 @@
 #include "mt_checkpoint.h"
 #include "mt_comm.h"
 #include "mt_shard.h"
+#include "mt_sharded.h"
 #include "mt_train.h"
 
 typedef struct {
@@ -54,10 +55,7 @@ typedef struct {
 } MtDpOptions;
 
 #define MT_DP_MAX_REQ 512
-/* Open MPI's bandwidth collapses above 16 MiB per call on this kind of machine (it maps
- * fresh memory per call): all-reduces go in pieces of at most 8 MiB.  Each element's sum is
- * the same whatever the piece. */
-#define MT_DP_PIECE_FLOATS ((int64_t)2 << 20)
+#define MT_DP_PIECE_FLOATS MT_PIECE_FLOATS /* mt_sharded.h */
 
 typedef struct {
     MtTrainer *tr;
@@ -86,10 +84,9 @@ typedef struct {
     int nplan;
     MtWeights gview;
     float *leaf_loss; /* all M leaf losses */
-    /* FSDP: gathered parameter slots, same grain as ugrad */
-    float *pslot[4];
-    int slot_unit[4];
-    MtRequest *slot_req[4];
+    /* ZeRO's sharded state (mt_sharded.h): reductions, the norm's blocks, AdamW on the
+     * chunks, FSDP's parameter slots (same grain as ugrad) */
+    MtSharded sh;
     int backward;
     /* this step */
     double comm_s; /* time inside communication calls made from the step (exposed) */
@@ -166,7 +163,7 @@ void mt_dp_plan(const MtTrainConfig *tc, int N, int S, int zero, int det, int sh
  *   unit gathered for the forward and the blocks again for the backward. */
 int64_t mt_dp_plan_comm(const MtTrainConfig *tc, int N, int S, int zero, int det);
 
-/* ---- between dp.c and zero.c ---- */
+/* ---- between dp.c and zero.c (defined in zero.c: dp.c calls down into it, never up) ---- */
 double mt_dp_clock(MtDp *dp, double since); /* adds now - since to comm_s; returns now */
 void mt_dp_poll(MtDp *dp);
 void mt_dp_wait(MtDp *dp, MtRequest *r);

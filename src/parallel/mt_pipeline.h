@@ -39,6 +39,7 @@
 #include "mt_comm.h"
 #include "mt_schedule.h"
 #include "mt_shard.h"
+#include "mt_sharded.h"
 #include "mt_train.h"
 
 #define MT_PIPE_MAX_CHUNKS 8
@@ -142,10 +143,8 @@ typedef struct {
     float *sbuf[MT_MAX_TREE + 1];       /* round-robin: the tree over rounds (0: the reduced chunks) */
     int nsbuf;
     float *loss_all;                    /* round-robin, last rank: every copy's leaf losses */
-    float *pslot[4];                    /* FSDP: gathered units (embedding, head, blocks by parity) */
-    int64_t pslot_len[4];
-    int slot_unit[4];
-    MtRequest *slot_req[4];
+    MtSharded zsh;                      /* the sharded state (mt_sharded.h): reductions, norm blocks,
+                                         * AdamW on the chunks, FSDP's unit slots */
     int64_t *rank_times;                /* the ranks' compute time and span, gathered */
     /* this step, for the log */
     double comm_s, busy_s, t_first, t_last;

@@ -1,5 +1,6 @@
 /* zero.c - ZeRO-1, ZeRO-2 and FSDP (ZeRO-3): sharded optimizer state, gradients and
- * parameters (see mt_dp.h and mt_shard.h). */
+ * parameters (see mt_dp.h and mt_shard.h).  The lower half of the data-parallel family:
+ * dp.c (DDP, the shared step) calls into it, never the other way. */
 #include "mt_dp.h"
 
 #include <math.h>
@@ -7,8 +8,31 @@
 #include <string.h>
 
 #include "mt_optim.h"
+#include "mt_sharded.h"
 
-/* which buffer of ugrad / pslot a unit uses: embedding, head, blocks by parity */
+/* ---- the shared step's clock and the choice of runs (dp.c calls these; nothing here
+ * calls dp.c) ---- */
+
+int mt_dp_contiguous(int zero, int det, int N, int microbatches, int B)
+{
+    return !mt_accum_round_robin(N, zero, det, microbatches, B);
+}
+
+double mt_dp_clock(MtDp *dp, double since)
+{
+    double t = mt_now();
+    dp->comm_s += t - since;
+    return t;
+}
+
+void mt_dp_wait(MtDp *dp, MtRequest *r)
+{
+    double t = mt_now();
+    mt_wait(dp->c, r);
+    mt_dp_clock(dp, t);
+}
+
+/* which buffer of ugrad / the FSDP slots a unit uses: embedding, head, blocks by parity */
 static int slot_of(const MtDp *dp, int unit)
 {
     if (unit == 0)
@@ -29,19 +53,11 @@ static float *param_chunk(MtDp *dp, int u)
     return dp->o.zero == 3 ? dp->tr->params + dp->map.shard_off[u] : dp->tr->params + mt_shard_chunk_lo(&dp->map, u);
 }
 
-/* Hybrid sharding: a reduced shard range summed over the copies (fixed order: the copies
- * are the upper levels of the rank tree), in pieces below Open MPI's large-message cliff. */
-static void across_copies(MtDp *dp, float *x, int64_t n)
-{
-    if (dp->copies == 1)
-        return;
-    double t = mt_now();
-    for (int64_t at = 0; at < n; at += dp->piece)
-        mt_allreduce(dp->c, MT_GROUP_DP_REPLICA, x + at, n - at < dp->piece ? n - at : dp->piece, dp->o.det);
-    mt_dp_clock(dp, t);
-}
-
 /* ---- the sharded update: norm from everyone's block sums, clip, AdamW on the chunks ---- */
+
+static float *grad_of(void *ctx, int u) { return grad_chunk(ctx, u); }
+static float *param_of(void *ctx, int u) { return param_chunk(ctx, u); }
+static int64_t flat_of(void *ctx, int u) { return mt_shard_chunk_lo(&((MtDp *)ctx)->map, u); }
 
 static double sharded_sumsq(MtDp *dp)
 {
@@ -51,11 +67,7 @@ static double sharded_sumsq(MtDp *dp)
     double *mine = malloc(sizeof(double) * (size_t)(nb * (dp->S + 1) + nflat));
     MT_ASSERT(mine, "out of memory for %lld block sums", (long long)nflat);
     double *all = mine + nb, *flat = all + nb * dp->S;
-    for (int u = 0; u < m->nunits; u++)
-        mt_block_sumsq(grad_chunk(dp, u), m->chunk[u], mine + m->shard_off[u] / MT_NORM_BLOCK);
-    double t = mt_now();
-    mt_allgather(dp->c, MT_GROUP_DP_SHARD, (const float *)mine, (float *)all, 2 * nb * dp->S);
-    mt_dp_clock(dp, t);
+    mt_sharded_block_sums(&dp->sh, grad_of, dp, mine, all);
     for (int u = 0; u < m->nunits; u++) /* every rank's chunks back in flat order */
         for (int r = 0; r < dp->S; r++)
             memcpy(flat + (m->lo[u] + r * m->chunk[u]) / MT_NORM_BLOCK,
@@ -75,28 +87,13 @@ static void sharded_update(MtDp *dp, MtStepStats *st)
 {
     MtTrainer *tr = dp->tr;
     const MtOptimConfig *oc = &tr->tc.oc;
-    const MtShardMap *m = &dp->map;
     double norm = sqrt(sharded_sumsq(dp));
     float lr = mt_lr_at(oc, (int)tr->step);
-    for (int u = 0; u < m->nunits; u++) {
-        int64_t lo = mt_shard_chunk_lo(m, u);
-        float *g = grad_chunk(dp, u);
-        mt_grad_clip(g, m->chunk[u], oc->grad_clip, norm);
-        mt_adamw_range(tr->table, tr->nparams, lo, lo + m->chunk[u], param_chunk(dp, u), g,
-                       tr->m + m->shard_off[u], tr->v + m->shard_off[u], oc, lr, (int)tr->step + 1);
-    }
+    mt_sharded_adamw(&dp->sh, tr->table, tr->nparams, grad_of, param_of, flat_of, dp, tr->m, tr->v, oc, lr,
+                     (int)tr->step + 1, norm);
     tr->step++;
     st->grad_norm = (float)norm;
     st->lr = lr;
-}
-
-static void gather_params(MtDp *dp)
-{
-    const MtShardMap *m = &dp->map;
-    double t = mt_now();
-    for (int u = 0; u < m->nunits; u++)
-        mt_allgather(dp->c, MT_GROUP_DP_SHARD, param_chunk(dp, u), dp->tr->params + m->lo[u], m->len[u]);
-    mt_dp_clock(dp, t);
 }
 
 /* ZeRO-1 (and ZeRO-2 / FSDP on contiguous runs): the rank's local tree is in tr->grads;
@@ -104,34 +101,16 @@ static void gather_params(MtDp *dp)
  * update them, gather the parameters (FSDP keeps its shard). */
 void mt_zero_contiguous_finish(MtDp *dp, MtStepStats *st)
 {
-    const MtShardMap *m = &dp->map;
-    double t = mt_now();
-    for (int u = m->nunits - 1; u >= 0; u--) {
-        mt_reduce_scatter(dp->c, MT_GROUP_DP_SHARD, dp->tr->grads + m->lo[u], dp->stage, m->len[u], dp->o.det);
-        memcpy(grad_chunk(dp, u), dp->stage, sizeof(float) * (size_t)m->chunk[u]);
-    }
-    mt_dp_clock(dp, t);
-    for (int u = 0; u < m->nunits; u++)
-        across_copies(dp, grad_chunk(dp, u), m->chunk[u]);
+    for (int u = dp->map.nunits - 1; u >= 0; u--) /* in place, through the stage buffer */
+        mt_sharded_reduce(&dp->sh, u, dp->tr->grads, grad_chunk(dp, u), dp->stage);
     sharded_update(dp, st);
     if (dp->o.zero <= 2)
-        gather_params(dp);
+        mt_sharded_gather_params(&dp->sh, dp->tr->params);
 }
 
 /* ---- ZeRO-2 / FSDP: unit events ---- */
 
-static void start_gather(MtDp *dp, int u)
-{
-    int s = slot_of(dp, u);
-    if (dp->slot_unit[s] == u)
-        return;
-    MT_ASSERT(!dp->slot_req[s], "FSDP slot %d is still being gathered", s);
-    double t = mt_now();
-    dp->slot_req[s] = mt_iallgather(dp->c, MT_GROUP_DP_SHARD, dp->tr->params + dp->map.shard_off[u], dp->pslot[s],
-                                    dp->map.len[u]);
-    dp->slot_unit[s] = u;
-    mt_dp_clock(dp, t);
-}
+static void start_gather(MtDp *dp, int u) { mt_sharded_slot_start(&dp->sh, slot_of(dp, u), u, u, dp->tr->params); }
 
 static void params_need(MtDp *dp, int u)
 {
@@ -140,11 +119,7 @@ static void params_need(MtDp *dp, int u)
     if (u == 0)
         dp->backward = 0;
     start_gather(dp, u);
-    if (dp->slot_req[s]) {
-        mt_dp_wait(dp, dp->slot_req[s]);
-        dp->slot_req[s] = NULL;
-    }
-    mt_weights_view_unit(&tr->tc.cfg, tr->table, tr->nparams, u, dp->pslot[s], &tr->w);
+    mt_weights_view_unit(&tr->tc.cfg, tr->table, tr->nparams, u, mt_sharded_slot_wait(&dp->sh, s), &tr->w);
     /* prefetch the unit the pass needs next */
     int next = -1;
     if (!dp->backward)
@@ -158,8 +133,8 @@ static void params_need(MtDp *dp, int u)
 static void params_done(MtDp *dp, int u)
 {
     int s = slot_of(dp, u);
-    if (dp->slot_unit[s] == u && !dp->slot_req[s])
-        dp->slot_unit[s] = -1; /* released: the next use gathers again */
+    if (dp->sh.slot_unit[s] == u && !dp->sh.slot_req[s])
+        dp->sh.slot_unit[s] = -1; /* released: the next use gathers again */
 }
 
 static void grads_need(MtDp *dp, int u)
@@ -186,13 +161,11 @@ static void grads_done(MtDp *dp, int u)
 static void poll_units(MtDp *dp)
 {
     double t = mt_now();
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < 4; s++)
         if (dp->ugrad_req[s] && mt_test(dp->c, dp->ugrad_req[s]))
             dp->ugrad_req[s] = NULL;
-        if (dp->slot_req[s] && mt_test(dp->c, dp->slot_req[s]))
-            dp->slot_req[s] = NULL;
-    }
     mt_dp_clock(dp, t);
+    mt_sharded_slot_poll(&dp->sh);
 }
 
 static void zero_hook(void *ctx, MtUnitEvent ev, int unit)
@@ -238,7 +211,7 @@ static float round_grad(MtDp *dp, int j, float *dst)
             mt_dp_wait(dp, dp->ugrad_req[s]);
             dp->ugrad_req[s] = NULL;
         }
-    across_copies(dp, dst, dp->map.shard_len);
+    mt_sharded_across_copies(&dp->sh, dst, dp->map.shard_len);
     return loss;
 }
 
@@ -271,7 +244,7 @@ void mt_zero_step(MtDp *dp, const MtTokens *data, MtStepStats *st)
     st->loss = mt_accum_tree_sum(all, dp->M);
     sharded_update(dp, st);
     if (dp->o.zero == 2)
-        gather_params(dp);
+        mt_sharded_gather_params(&dp->sh, dp->tr->params);
 }
 
 /* ---- set-up ---- */
@@ -281,8 +254,7 @@ MtStatus mt_zero_init(MtDp *dp)
     MtTrainer *tr = dp->tr;
     const MtShardMap *m = &dp->map;
     int z = dp->o.zero, last = m->nunits - 1;
-    for (int s = 0; s < 4; s++)
-        dp->slot_unit[s] = -1;
+    mt_sharded_init(&dp->sh, dp->c, m, dp->o.det, &dp->comm_s);
     if (z == 0)
         return MT_OK;
     dp->gview.fresh = 1; /* each unit's gradient buffer is zeroed before its backward (grads_need), as a leaf's */
@@ -310,7 +282,7 @@ MtStatus mt_zero_init(MtDp *dp)
             goto oom;
     }
     for (int s = 0; z == 3 && s < 4; s++)
-        if (lens[s] && !(dp->pslot[s] = mt_mem_alloc(&tr->mem, MT_MEM_PARAMS, sizeof(float) * (size_t)lens[s])))
+        if (lens[s] && !(dp->sh.slot[s] = mt_mem_alloc(&tr->mem, MT_MEM_PARAMS, sizeof(float) * (size_t)lens[s])))
             goto oom;
     if (z == 3) {
         tr->hooks = (MtUnitHooks){zero_hook, dp}; /* evaluation passes gather too */
@@ -340,8 +312,8 @@ void mt_zero_free(MtDp *dp)
     dp->stage = NULL;
     for (int s = 0; s < 4; s++) {
         mt_mem_free(&tr->mem, MT_MEM_GRADS, dp->ugrad[s], sizeof(float) * (size_t)dp->ugrad_len[s]);
-        mt_mem_free(&tr->mem, MT_MEM_PARAMS, dp->pslot[s], sizeof(float) * (size_t)dp->ugrad_len[s]);
-        dp->ugrad[s] = dp->pslot[s] = NULL;
+        mt_mem_free(&tr->mem, MT_MEM_PARAMS, dp->sh.slot[s], sizeof(float) * (size_t)dp->ugrad_len[s]);
+        dp->ugrad[s] = dp->sh.slot[s] = NULL;
     }
     for (int d = 0; d < dp->nrtmp; d++) {
         mt_mem_free(&tr->mem, MT_MEM_GRADS, dp->rtmp[d], sizeof(float) * (size_t)dp->map.shard_len);

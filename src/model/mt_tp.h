@@ -62,17 +62,6 @@ void mt_tp_init_slice(const MtParam *p, int L, uint64_t seed, int N, int r, int6
  * Returns the floats of the flat arrays. */
 int64_t mt_tp_local_table(const MtConfig *cfg, int N, int64_t Vp, int64_t align, int64_t talign, MtParam *table);
 
-/* The gradient norm under K blocks.  One device's sum of squares, defined for any K: each
- * split tensor as the pairwise tree over its K slices (the slices of tp = K), each slice
- * gathered in its local order and summed as blocks of MT_NORM_BLOCK (double each, added in
- * order); a replicated tensor as its blocks; the tensors added in table order.  A rank
- * holding K / N slices of every split tensor computes its subtrees: out[i] for tensor i of
- * its local table (nsub = K / N); mt_tp_sumsq_combine adds the ranks' parts (N x n, rank-
- * major) in the same tree, the replicated ones once (from rank 0's part), and returns the
- * sum of squares. */
-void mt_tp_sumsq_parts(const MtParam *local_table, int n, const float *g, int nsub, double *out);
-double mt_tp_sumsq_combine(const MtParam *local_table, int n, const double *all, int N);
-
 /* ---- the split products (tp_ops.c) ----
  *
  * A rank computes with its slices: heads [r NH/N, (r+1) NH/N) of attention, columns

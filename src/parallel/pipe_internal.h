@@ -1,0 +1,90 @@
+/* pipe_internal.h - what the files of the pipeline share; not an interface for other modules
+ * (theirs is mt_pipeline.h).
+ *   pipeline.c    the executor: transfers, the tied embedding, compute, the step
+ *   pipe_setup.c  the stage's layout, configuration, allocation and release
+ *   pipe_zero.c   ZeRO and FSDP over the copies of the pipeline
+ *   pipe_io.c     evaluation, checkpoint pieces and loads
+ *   pipe_plan.c   memory and traffic from the layout alone */
+#ifndef PIPE_INTERNAL_H
+#define PIPE_INTERNAL_H
+
+#include "mt_pipeline.h"
+#include "mt_tp.h"
+
+/* ZeRO over copies: S ranks shard the units (0: off); round-robin leaves; FSDP */
+static inline int zero_S(const MtPipeOptions *o) { return o->zero_dp > 1 ? o->zero_shard : 0; }
+static inline int rr(const MtPipe *p) { return p->o.mb_stride > 1; }
+static inline int fsdp(const MtPipe *p) { return p->o.zero == 3; }
+
+/* which FSDP slot unit u of a model of L blocks uses: embedding, head, blocks by parity */
+static inline int unit_slot(int L, int u) { return u == 0 ? 0 : u == L + 1 ? 1 : 2 + (u & 1); }
+static inline int slot_of(const MtPipe *p, int u) { return unit_slot(p->tr->tc.cfg.L, u); }
+
+/* floats of a micro-batch's residual stream on this rank (what crosses a stage boundary:
+ * with sequence parallelism a tp rank's rows), and of all its rows (the embedding's rows
+ * that go from the first stage to the last) */
+static inline int64_t erows(const MtPipe *p) { return (int64_t)p->tr->tc.micro * p->tr->tc.seq * p->tr->tc.cfg.C; }
+static inline int64_t rows(const MtPipe *p)
+{
+    const MtTpCtx *tp = p->tr->tc.tp;
+    return tp && tp->seqpar ? erows(p) / tp->N : erows(p);
+}
+
+/* the activation sets: the one backward scratch (with the recompute buffers), and a set of
+ * chunk ch's blocks, embedding or received input, head */
+static inline MtActsShape scratch_shape(const MtTrainConfig *tc)
+{
+    return (MtActsShape){0, 0, 0, 0, 0, 1, tc->recompute, 1, tc->tp};
+}
+static inline MtActsShape set_shape(const MtTrainConfig *tc, const MtPipeChunk *ch)
+{
+    return (MtActsShape){ch->l0, ch->l1, ch->embed, ch->head, !ch->embed, 0, tc->recompute, 0, tc->tp};
+}
+
+/* the unit after block l's in a forward through chunk ch (-1: none) */
+static inline int next_forward(int L, const MtPipeChunk *ch, int l)
+{
+    return l + 1 < ch->l1 ? l + 2 : ch->head ? L + 1 : -1;
+}
+
+/* norm blocks (MT_NORM_BLOCK floats) of unit u */
+static inline int64_t nblocks(const MtTrainer *tr, int u)
+{
+    return (tr->unit_hi[u] - tr->unit_lo[u] + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
+}
+
+/* message tags: activations, gradients, the embedding's rows, the final wte gradient */
+#define TAG_F 0
+#define TAG_B 1
+#define TAG_E 2
+#define TAG_WTE 3
+static inline int tag(int kind, int mb) { return kind * 8192 + mb; }
+
+/* ---- pipe_setup.c ---- */
+/* chunk c of rank: its stage, units uf..ul and blocks */
+void pipe_chunk_units(const MtPipeOptions *o, int L, int P, int rank, int c, MtPipeChunk *ch, int *uf, int *ul);
+/* the model units chunk ch holds: uf..ul */
+void pipe_units(const MtPipe *p, const MtPipeChunk *ch, int *uf, int *ul);
+/* n floats in the trainer's memory accounting (category cat), and their release */
+float *pipe_alloc(MtPipe *p, MtMemCat cat, int64_t n);
+void pipe_free_buf(MtPipe *p, MtMemCat cat, float *x, int64_t n);
+
+/* ---- pipeline.c ---- */
+/* adds now - since to the step's communication time; returns now */
+double pipe_clock_in(MtPipe *p, double since);
+/* whether request *r is done (waiting for it with wait); clears it when done */
+int pipe_req_done(MtPipe *p, MtRequest **r, int wait);
+/* progresses the step's transfers (the activation sets' poll hook) */
+void pipe_poll(void *ctx);
+
+/* ---- pipe_zero.c ---- */
+MtStatus pipe_zero_init(MtPipe *p);
+float *pipe_gchunk(MtPipe *p, int i);
+void pipe_params_need(MtPipe *p, int u, int next);
+void pipe_params_release(MtPipe *p);
+void pipe_leaf_reduce(MtPipe *p, MtPipeChunk *ch);
+void pipe_zero_blocks(MtPipe *p, double *mine, MtRequest **wte);
+void pipe_zero_reduce(MtPipe *p);
+void pipe_zero_update(MtPipe *p, double norm, float lr);
+
+#endif
