@@ -319,6 +319,209 @@ static int summary(MtComm *c, const char *trace, int root)
     return 0;
 }
 
+/* Every setting of the run from the flags (and a checkpoint to resume: its model and, for
+ * what the flags leave out, its settings and arithmetic), checked before any large
+ * allocation or any file is written: the training configuration, the checkpoint's state,
+ * the layout, and whether the accumulation order is the layout's default (acc_default) and
+ * the tp blocks the checkpoint's (k_kept).  MT_EINPUT with one line on bad input. */
+static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConfig *tc, MtTrainState *rs,
+                        MtEngineLayout *layout, int *acc_default, int *k_kept)
+{
+    MtStatus s;
+    *acc_default = *k_kept = 0;
+    if (!a->data)
+        return mt_error(MT_EINPUT, "meshtrain train: --data DIR is required");
+    if (a->steps < 0 || a->warmup < 0 || a->save_every < 0 || a->exit_interval < 0 || a->eval_every < 0 ||
+        a->eval_batches < 0 || a->log_every < 0)
+        return mt_error(MT_EINPUT, "meshtrain train: step counts must be >= 0");
+    tc->cfg = (MtConfig){.V = a->vocab, .T = a->ctx ? a->ctx : a->seq_len, .L = a->layers, .NH = a->heads,
+                         .C = a->dim};
+    if (a->resume) {
+        if ((s = mt_ckpt_read_config(a->resume, &tc->cfg)) != MT_OK ||
+            (s = mt_ckpt_read_state(a->resume, rs)) != MT_OK)
+            return mt_error_prefix(s, "meshtrain train");
+        /* the checkpoint defines the model: flags that repeat it are welcome, a conflict is not */
+        const char *model_flags[] = {"layers", "heads", "dim", "vocab", "context"};
+        const char *keys[] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
+        int given[] = {a->layers, a->heads, a->dim, a->vocab, a->ctx};
+        int saved[] = {tc->cfg.L, tc->cfg.NH, tc->cfg.C, tc->cfg.V, tc->cfg.T};
+        for (int i = 0; i < 5; i++)
+            if (mt_flag_find(flags, nflags, model_flags[i])->set && given[i] != saved[i])
+                return mt_error(MT_EINPUT, "meshtrain train: --%s %d conflicts with the checkpoint's %s %d "
+                                "(%s/config.json); drop the flag to continue its model", model_flags[i],
+                                given[i], keys[i], saved[i], a->resume);
+        /* settings not given on the command line continue those of the checkpoint */
+#define KEEP(flag, field, value) \
+    if (!mt_flag_find(flags, nflags, flag)->set) field = value
+        KEEP("batch-size", a->batch, rs->batch);
+        KEEP("micro-batch-size", a->micro, rs->micro);
+        KEEP("seq-len", a->seq_len, rs->seq);
+        KEEP("seed", a->seed, rs->seed);
+        KEEP("lr", a->lr, rs->oc.lr);
+        KEEP("min-lr-frac", a->min_lr_frac, rs->oc.min_lr_frac);
+        KEEP("warmup", a->warmup, rs->oc.warmup);
+        KEEP("steps", a->steps, rs->oc.steps);
+        KEEP("weight-decay", a->wd, rs->oc.weight_decay);
+        KEEP("beta1", a->beta1, rs->oc.beta1);
+        KEEP("beta2", a->beta2, rs->oc.beta2);
+        KEEP("grad-clip", a->clip, rs->oc.grad_clip);
+        if (rs->tp_blocks > 0) /* the arithmetic continues: a resumed run sums in the blocks it summed in */
+            KEEP("tp-blocks", a->tp_blocks, rs->tp_blocks);
+        KEEP("accum-blocks", a->accum_blocks, rs->accum_blocks);
+#undef KEEP
+    }
+    if (tc->cfg.T < a->seq_len)
+        return mt_error(MT_EINPUT, "meshtrain train: --seq-len %d is longer than the context length %d",
+                        a->seq_len, tc->cfg.T);
+    if (a->microbatches < 0 || (a->microbatches > 0 && a->batch % a->microbatches != 0))
+        return mt_error(MT_EINPUT, "meshtrain train: --microbatches %d must be positive and divide "
+                        "--batch-size %d", a->microbatches, a->batch);
+    if (a->microbatches > 0) { /* either determines the other; both must agree */
+        if (mt_flag_find(flags, nflags, "micro-batch-size")->set && a->micro * a->microbatches != a->batch)
+            return mt_error(MT_EINPUT, "meshtrain train: --microbatches %d contradicts --batch-size %d / "
+                            "--micro-batch-size %d = %d micro-batches", a->microbatches, a->batch, a->micro,
+                            a->micro > 0 ? a->batch / a->micro : 0);
+        a->micro = a->batch / a->microbatches;
+    }
+    if (!a->micro && a->dp > 1) { /* as in DDP: each dp rank gets one micro-batch of batch / dp */
+        if (a->batch % a->dp != 0)
+            return mt_error(MT_EINPUT, "meshtrain train: --batch-size %d does not split over --dp %d "
+                            "(each rank takes batch / dp sequences)", a->batch, a->dp);
+        a->micro = a->batch / a->dp;
+    }
+    tc->batch = a->batch;
+    tc->micro = a->micro ? a->micro : a->batch;
+    tc->recompute = recompute_mode(a->recompute_mode) > 0 ? recompute_mode(a->recompute_mode) : 0;
+    tc->seq = a->seq_len;
+    tc->seed = a->seed;
+    tc->oc = (MtOptimConfig){.lr = a->lr, .min_lr_frac = a->min_lr_frac, .warmup = a->warmup,
+                             .steps = a->steps, .beta1 = a->beta1, .beta2 = a->beta2, .eps = 1e-8f,
+                             .weight_decay = a->wd, .grad_clip = a->clip};
+    double bad;
+    const char *want;
+    int k = mt_optim_bad(&tc->oc, &bad, &want);
+    if (k >= 0) { /* named as the user set it: a flag, or the checkpoint's setting that continues */
+        const Flag *f = mt_flag_find(flags, nflags, mt_optim_flags[k]);
+        if (f && f->set)
+            return mt_error(MT_EINPUT, "meshtrain train: --%s %g is out of range (want %s)",
+                            mt_optim_flags[k], bad, want);
+        return mt_error(MT_EINPUT, "meshtrain train: %s%s%s %g is out of range (want %s)",
+                        a->resume ? a->resume : "", a->resume ? "/trainer_state.json: " : "the default ",
+                        mt_optim_keys[k], bad, want);
+    }
+    tc->test_nan_step = mt_test_hooks.nan_step; /* test hook (mt_testhooks.h): that step's gradient gets a NaN */
+    if ((tc->threads = mt_cli_setup_threads(a->threads, "train")) < 0)
+        return MT_EINPUT;
+    if ((s = mt_config_check(&tc->cfg)) != MT_OK)
+        return mt_error_prefix(s, "meshtrain train");
+    if (a->resume && (s = mt_ckpt_check_shapes(a->resume, &tc->cfg, 1)) != MT_OK) /* before any allocation */
+        return mt_error_prefix(s, "meshtrain train");
+    *k_kept = a->resume && rs->tp_blocks > 0 && !mt_flag_find(flags, nflags, "tp-blocks")->set;
+    if ((s = check_layout(a, &tc->cfg)) != MT_OK)
+        return (*k_kept ? kept_setting(s, "tp-blocks", a->tp_blocks, a->resume) : s);
+    MtPipeOptions po = {0};
+    if (a->pp > 1) {
+        int given[MT_MAX_STAGES], ngiven = 0;
+        if (tc->batch % tc->micro != 0)
+            return mt_error(MT_EINPUT, "meshtrain train: batch size %d is not a multiple of the micro-batch "
+                            "size %d", tc->batch, tc->micro);
+        if (a->stage_layers && (s = parse_stage_layers(a->stage_layers, given, &ngiven)) != MT_OK)
+            return s;
+
+        if ((s = mt_dp_check(a->dp, tc->batch / tc->micro)) != MT_OK)
+            return mt_error_prefix(s, "meshtrain train");
+        /* with --dp each copy of the pipeline runs its share of the micro-batches */
+        po = (MtPipeOptions){.kind = mt_schedule_kind(a->schedule), .M = tc->batch / tc->micro / a->dp, .V = a->vstages,
+                             .ltr_stage = mt_test_hooks.ltr_stage}; /* test hook (mt_testhooks.h): a wrong order */
+        if ((s = mt_pipe_check(&po, &tc->cfg, a->pp, a->stage_layers ? given : NULL, ngiven)) != MT_OK && a->dp > 1) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", mt_error_msg());
+            return mt_error(s, "meshtrain train: %s; counted per copy of the pipeline (--dp %d shares "
+                            "the step's %d micro-batches)", why, a->dp, tc->batch / tc->micro);
+        }
+        if (s != MT_OK)
+            return mt_error_prefix(s, "meshtrain train");
+    }
+    if (tc->batch % tc->micro == 0 && (s = mt_dp_check(a->dp, tc->batch / tc->micro)) != MT_OK)
+        return mt_error_prefix(s, "meshtrain train");
+    *acc_default = a->accum_blocks < 0 && !mt_flag_find(flags, nflags, "accum-blocks")->set;
+    if (*acc_default) /* not given, nor continued from a checkpoint */
+        a->accum_blocks = tc->batch % tc->micro ? 0
+                                                : mt_accum_default(a->dp, a->zero, !a->fast_comm, tc->batch / tc->micro);
+    if ((s = check_accum(a, tc->batch / tc->micro)) != MT_OK)
+        return a->resume && rs->accum_blocks > 0 && !mt_flag_find(flags, nflags, "accum-blocks")->set
+                   ? kept_setting(s, "accum-blocks", a->accum_blocks, a->resume) : s;
+    /* one block per micro-batch is recorded as 0, whatever the micro-batch count */
+    tc->accum_blocks = a->accum_blocks == tc->batch / tc->micro ? 0 : a->accum_blocks;
+    *layout = (MtEngineLayout){.dp = a->dp, .tp = a->tp, .pp = a->pp, .zero = a->zero, .shard = a->shard,
+                               .tp_blocks = a->tp_blocks, .seqpar = a->seqpar, .det = !a->fast_comm,
+                               .bucket_bytes = (int64_t)(a->bucket_mb * 1048576.0), .po = po};
+    return MT_OK;
+}
+
+/* The run's banner on rank 0: the ranks and techniques, the model, the batch, what a resume
+ * continues, the accumulation order and where it came from, tensor parallelism, the
+ * validation set and the memory the engine holds. */
+static void banner(const TrainArgs *a, const Flag *flags, int nflags, const MtEngine *e, const MtTrainState *rs,
+                   int acc_default, int k_kept, int64_t val_windows)
+{
+    const MtTrainer *tr = &e->tr;
+    const MtTrainConfig *tc = &tr->tc;
+    const MtTpe *tpp = e->tp;
+    const MtDp *dpp = e->dp;
+    const MtComm *comm = e->c;
+    int nranks = comm ? mt_comm_size(comm) : 1;
+    static const char *zero_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "FSDP (ZeRO-3)"};
+    if (comm && tpp)
+        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), tensor parallel%s%s%s, fixed-order reductions\n",
+               nranks, a->dp, a->tp, a->pp, a->seqpar ? " with sequence parallelism" : "", dpp ? ", over dp: " : "",
+               dpp ? zero_names[a->zero] : "");
+    else if (comm)
+        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), %s%s, %s reductions\n", nranks, a->dp, a->tp, a->pp,
+               zero_names[a->zero], a->shard > 0 && a->shard < a->dp ? " sharded within copies of --shard-size ranks" : "",
+               a->fast_comm ? "fast" : "fixed-order");
+    int64_t nparams = tr->nfloats; /* the whole model's (a tp rank holds its slices) */
+    for (int q = 0; tpp && q < tr->nparams; q++)
+        nparams += tpp->whole[q].numel - tr->table[q].numel;
+    printf("meshtrain train: %d layers, %d heads, width %d, context %d, vocab %d: %.2fM parameters\n",
+           tc->cfg.L, tc->cfg.NH, tc->cfg.C, tc->cfg.T, tc->cfg.V, nparams / 1e6);
+    printf("  batch %d x %d tokens (micro-batch %d), %d step%s from step %lld, %d thread%s, %s\n", tc->batch, tc->seq,
+           tc->micro, a->steps, a->steps == 1 ? "" : "s", (long long)tr->step, tc->threads, tc->threads == 1 ? "" : "s",
+           mt_gemm_name());
+    if (a->resume) { /* what the arithmetic continues (mt_checkpoint.h: trainer_state.json) */
+        int K = tpp ? tpp->ctx.K : 1;
+        printf("  resumed %s at step %lld; split sums in %d block%s: ", a->resume, (long long)rs->step, K, K == 1 ? "" : "s");
+        if (rs->tp_blocks == 0)
+            printf("the checkpoint does not record its own\n");
+        else if (rs->tp_blocks == K)
+            printf("%s\n", k_kept ? "the checkpoint's, continued" : "as the checkpoint");
+        else
+            printf("--tp-blocks changes the checkpoint's %d from here on\n", rs->tp_blocks);
+    }
+    { /* the accumulation order (mt_accum.h), and where it came from */
+        int M = tc->batch / tc->micro, B = mt_accum_block_size(tc), K = M / B;
+        int kept = a->resume && !mt_flag_find(flags, nflags, "accum-blocks")->set;
+        printf("  accumulation: %d micro-batch%s in %d block%s of %d (%s): %s\n", M, M == 1 ? "" : "es", K,
+               K == 1 ? "" : "s", B, B == 1 && K > 1 ? "the pairwise tree" : K == 1 ? "left to right"
+               : "each left to right, the blocks as a pairwise tree",
+               kept ? "the checkpoint's, continued" : acc_default ? "the default for this layout" : "--accum-blocks");
+    }
+    if (tpp)
+        printf("  tensor parallel: tp %d, %d blocks per split sum, vocabulary padded to %lld; logits %.2f MiB per rank "
+               "(micro-batch x %d x %lld)\n", tpp->ctx.N, tpp->ctx.K, (long long)tpp->ctx.Vp,
+               mt_tpe_logits_floats(tpp) * 4.0 / 1048576.0, tc->seq, (long long)(tpp->ctx.Vp / tpp->ctx.N));
+    if (val_windows > 0)
+        printf("  validation: %lld sequence%s of %d tokens (--eval-batches %d x batch %d, at most val.bin's), %s\n",
+               (long long)val_windows, val_windows == 1 ? "" : "s", tc->seq, a->eval_batches, tc->batch,
+               a->eval_every > 0 ? "every --eval-every steps and at the end" : "at the end");
+    else
+        printf("  validation: none (%s)\n", a->eval_batches == 0 ? "--eval-batches 0" : "no val.bin, or shorter than "
+               "one sequence");
+    printf("  memory: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
+           tr->mem.cur[MT_MEM_PARAMS] / 1048576.0, tr->mem.cur[MT_MEM_GRADS] / 1048576.0,
+           tr->mem.cur[MT_MEM_OPTIM] / 1048576.0, tr->mem.cur[MT_MEM_ACTS] / 1048576.0);
+}
+
 int mt_cmd_train(int full_argc, char **full_argv)
 {
     int argc = full_argc - 2;
@@ -404,136 +607,13 @@ int mt_cmd_train(int full_argc, char **full_argv)
                            "Every layout gives the bits of one rank (tp: of one rank with --tp-blocks K).", &done);
     if (done)
         return prc;
-    MtStatus s;
-    /* ---- validation: everything before any large allocation or any file is written ---- */
-    if (!a.data)
-        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --data DIR is required"));
-    if (a.steps < 0 || a.warmup < 0 || a.save_every < 0 || a.exit_interval < 0 || a.eval_every < 0 || a.eval_batches < 0 ||
-        a.log_every < 0)
-        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: step counts must be >= 0"));
     MtTrainConfig tc = {0};
-    tc.cfg = (MtConfig){.V = a.vocab, .T = a.ctx ? a.ctx : a.seq_len, .L = a.layers, .NH = a.heads,
-                        .C = a.dim};
     MtTrainState rs = {0};
-    if (a.resume) {
-        if ((s = mt_ckpt_read_config(a.resume, &tc.cfg)) != MT_OK ||
-            (s = mt_ckpt_read_state(a.resume, &rs)) != MT_OK)
-            return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
-        /* the checkpoint defines the model: flags that repeat it are welcome, a conflict is not */
-        const char *model_flags[] = {"layers", "heads", "dim", "vocab", "context"};
-        const char *keys[] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
-        int given[] = {a.layers, a.heads, a.dim, a.vocab, a.ctx};
-        int saved[] = {tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.V, tc.cfg.T};
-        for (int i = 0; i < 5; i++)
-            if (mt_flag_find(flags, nflags, model_flags[i])->set && given[i] != saved[i])
-                return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --%s %d conflicts with the checkpoint's %s %d "
-                                            "(%s/config.json); drop the flag to continue its model", model_flags[i],
-                                            given[i], keys[i], saved[i], a.resume));
-        /* settings not given on the command line continue those of the checkpoint */
-#define KEEP(flag, field, value) \
-    if (!mt_flag_find(flags, nflags, flag)->set) field = value
-        KEEP("batch-size", a.batch, rs.batch);
-        KEEP("micro-batch-size", a.micro, rs.micro);
-        KEEP("seq-len", a.seq_len, rs.seq);
-        KEEP("seed", a.seed, rs.seed);
-        KEEP("lr", a.lr, rs.oc.lr);
-        KEEP("min-lr-frac", a.min_lr_frac, rs.oc.min_lr_frac);
-        KEEP("warmup", a.warmup, rs.oc.warmup);
-        KEEP("steps", a.steps, rs.oc.steps);
-        KEEP("weight-decay", a.wd, rs.oc.weight_decay);
-        KEEP("beta1", a.beta1, rs.oc.beta1);
-        KEEP("beta2", a.beta2, rs.oc.beta2);
-        KEEP("grad-clip", a.clip, rs.oc.grad_clip);
-        if (rs.tp_blocks > 0) /* the arithmetic continues: a resumed run sums in the blocks it summed in */
-            KEEP("tp-blocks", a.tp_blocks, rs.tp_blocks);
-        KEEP("accum-blocks", a.accum_blocks, rs.accum_blocks);
-#undef KEEP
-    }
-    if (tc.cfg.T < a.seq_len)
-        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --seq-len %d is longer than the context length %d",
-                                    a.seq_len, tc.cfg.T));
-    if (a.microbatches < 0 || (a.microbatches > 0 && a.batch % a.microbatches != 0))
-        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --microbatches %d must be positive and divide "
-                                    "--batch-size %d", a.microbatches, a.batch));
-    if (a.microbatches > 0) { /* either determines the other; both must agree */
-        if (mt_flag_find(flags, nflags, "micro-batch-size")->set && a.micro * a.microbatches != a.batch)
-            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --microbatches %d contradicts --batch-size %d / "
-                                        "--micro-batch-size %d = %d micro-batches", a.microbatches, a.batch, a.micro,
-                                        a.micro > 0 ? a.batch / a.micro : 0));
-        a.micro = a.batch / a.microbatches;
-    }
-    if (!a.micro && a.dp > 1) { /* as in DDP: each dp rank gets one micro-batch of batch / dp */
-        if (a.batch % a.dp != 0)
-            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --batch-size %d does not split over --dp %d "
-                                        "(each rank takes batch / dp sequences)", a.batch, a.dp));
-        a.micro = a.batch / a.dp;
-    }
-    tc.batch = a.batch;
-    tc.micro = a.micro ? a.micro : a.batch;
-    tc.recompute = recompute_mode(a.recompute_mode) > 0 ? recompute_mode(a.recompute_mode) : 0;
-    tc.seq = a.seq_len;
-    tc.seed = a.seed;
-    tc.oc = (MtOptimConfig){.lr = a.lr, .min_lr_frac = a.min_lr_frac, .warmup = a.warmup,
-                            .steps = a.steps, .beta1 = a.beta1, .beta2 = a.beta2, .eps = 1e-8f,
-                            .weight_decay = a.wd, .grad_clip = a.clip};
-    double bad;
-    const char *want;
-    int k = mt_optim_bad(&tc.oc, &bad, &want);
-    if (k >= 0) { /* named as the user set it: a flag, or the checkpoint's setting that continues */
-        const Flag *f = mt_flag_find(flags, nflags, mt_optim_flags[k]);
-        if (f && f->set)
-            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: --%s %g is out of range (want %s)",
-                                        mt_optim_flags[k], bad, want));
-        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: %s%s%s %g is out of range (want %s)",
-                                    a.resume ? a.resume : "", a.resume ? "/trainer_state.json: " : "the default ",
-                                    mt_optim_keys[k], bad, want));
-    }
-    tc.test_nan_step = mt_test_hooks.nan_step; /* test hook (mt_testhooks.h): that step's gradient gets a NaN */
-    if ((tc.threads = mt_cli_setup_threads(a.threads, "train")) < 0)
-        return mt_cli_fail(MT_EINPUT);
-    if ((s = mt_config_check(&tc.cfg)) != MT_OK)
-        return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
-    if (a.resume && (s = mt_ckpt_check_shapes(a.resume, &tc.cfg, 1)) != MT_OK) /* before any allocation */
-        return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
-    int k_kept = a.resume && rs.tp_blocks > 0 && !mt_flag_find(flags, nflags, "tp-blocks")->set;
-    if ((s = check_layout(&a, &tc.cfg)) != MT_OK)
-        return mt_cli_fail(k_kept ? kept_setting(s, "tp-blocks", a.tp_blocks, a.resume) : s);
-    MtPipeOptions po = {0};
-    if (a.pp > 1) {
-        int given[MT_MAX_STAGES], ngiven = 0;
-        if (tc.batch % tc.micro != 0)
-            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain train: batch size %d is not a multiple of the micro-batch "
-                                        "size %d", tc.batch, tc.micro));
-        if (a.stage_layers && (s = parse_stage_layers(a.stage_layers, given, &ngiven)) != MT_OK)
-            return mt_cli_fail(s);
-
-        if ((s = mt_dp_check(a.dp, tc.batch / tc.micro)) != MT_OK)
-            return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
-        /* with --dp each copy of the pipeline runs its share of the micro-batches */
-        po = (MtPipeOptions){.kind = mt_schedule_kind(a.schedule), .M = tc.batch / tc.micro / a.dp, .V = a.vstages,
-                             .ltr_stage = mt_test_hooks.ltr_stage}; /* test hook (mt_testhooks.h): a wrong order */
-        if ((s = mt_pipe_check(&po, &tc.cfg, a.pp, a.stage_layers ? given : NULL, ngiven)) != MT_OK && a.dp > 1) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", mt_error_msg());
-            return mt_cli_fail(mt_error(s, "meshtrain train: %s; counted per copy of the pipeline (--dp %d shares "
-                                        "the step's %d micro-batches)", why, a.dp, tc.batch / tc.micro));
-        }
-        if (s != MT_OK)
-            return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
-    }
-    if (tc.batch % tc.micro == 0 && (s = mt_dp_check(a.dp, tc.batch / tc.micro)) != MT_OK)
-        return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
-    int acc_default = a.accum_blocks < 0 && !mt_flag_find(flags, nflags, "accum-blocks")->set;
-    if (acc_default) /* not given, nor continued from a checkpoint */
-        a.accum_blocks = tc.batch % tc.micro ? 0 : mt_accum_default(a.dp, a.zero, !a.fast_comm, tc.batch / tc.micro);
-    if ((s = check_accum(&a, tc.batch / tc.micro)) != MT_OK)
-        return mt_cli_fail(a.resume && rs.accum_blocks > 0 && !mt_flag_find(flags, nflags, "accum-blocks")->set
-                               ? kept_setting(s, "accum-blocks", a.accum_blocks, a.resume) : s);
-    /* one block per micro-batch is recorded as 0, whatever the micro-batch count */
-    tc.accum_blocks = a.accum_blocks == tc.batch / tc.micro ? 0 : a.accum_blocks;
-    MtEngineLayout layout = {.dp = a.dp, .tp = a.tp, .pp = a.pp, .zero = a.zero, .shard = a.shard,
-                             .tp_blocks = a.tp_blocks, .seqpar = a.seqpar, .det = !a.fast_comm,
-                             .bucket_bytes = (int64_t)(a.bucket_mb * 1048576.0), .po = po};
+    MtEngineLayout layout;
+    int acc_default = 0, k_kept = 0;
+    MtStatus s = resolve(&a, flags, nflags, &tc, &rs, &layout, &acc_default, &k_kept);
+    if (s != MT_OK)
+        return mt_cli_fail(s);
     if (a.plan) { /* every rank's bytes from the layout alone, before anything runs */
         MtEngineLayout pl = layout;
         for (int r = 0; r < a.dp * a.tp * a.pp; r++) {
@@ -643,55 +723,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
     }
     if (!root)
         freopen("/dev/null", "w", stdout); /* rank 0 speaks for the job; errors still reach stderr */
-    static const char *zero_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "FSDP (ZeRO-3)"};
-    if (comm && tpp)
-        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), tensor parallel%s%s%s, fixed-order reductions\n",
-               nranks, a.dp, a.tp, a.pp, a.seqpar ? " with sequence parallelism" : "", dpp ? ", over dp: " : "",
-               dpp ? zero_names[a.zero] : "");
-    else if (comm)
-        printf("meshtrain train: %d ranks (dp %d x tp %d x pp %d), %s%s, %s reductions\n", nranks, a.dp, a.tp, a.pp,
-               zero_names[a.zero], a.shard > 0 && a.shard < a.dp ? " sharded within copies of --shard-size ranks" : "",
-               a.fast_comm ? "fast" : "fixed-order");
-    int64_t nparams = tr->nfloats; /* the whole model's (a tp rank holds its slices) */
-    for (int q = 0; tpp && q < tr->nparams; q++)
-        nparams += tpp->whole[q].numel - tr->table[q].numel;
-    printf("meshtrain train: %d layers, %d heads, width %d, context %d, vocab %d: %.2fM parameters\n",
-           tc.cfg.L, tc.cfg.NH, tc.cfg.C, tc.cfg.T, tc.cfg.V, nparams / 1e6);
-    printf("  batch %d x %d tokens (micro-batch %d), %d step%s from step %lld, %d thread%s, %s\n", tc.batch, tc.seq,
-           tc.micro, a.steps, a.steps == 1 ? "" : "s", (long long)tr->step, tc.threads, tc.threads == 1 ? "" : "s",
-           mt_gemm_name());
-    if (a.resume) { /* what the arithmetic continues (mt_checkpoint.h: trainer_state.json) */
-        int K = tpp ? tpp->ctx.K : 1;
-        printf("  resumed %s at step %lld; split sums in %d block%s: ", a.resume, (long long)rs.step, K, K == 1 ? "" : "s");
-        if (rs.tp_blocks == 0)
-            printf("the checkpoint does not record its own\n");
-        else if (rs.tp_blocks == K)
-            printf("%s\n", k_kept ? "the checkpoint's, continued" : "as the checkpoint");
-        else
-            printf("--tp-blocks changes the checkpoint's %d from here on\n", rs.tp_blocks);
-    }
-    { /* the accumulation order (mt_accum.h), and where it came from */
-        int M = tc.batch / tc.micro, B = mt_accum_block_size(&tc), K = M / B;
-        int kept = a.resume && !mt_flag_find(flags, nflags, "accum-blocks")->set;
-        printf("  accumulation: %d micro-batch%s in %d block%s of %d (%s): %s\n", M, M == 1 ? "" : "es", K,
-               K == 1 ? "" : "s", B, B == 1 && K > 1 ? "the pairwise tree" : K == 1 ? "left to right"
-               : "each left to right, the blocks as a pairwise tree",
-               kept ? "the checkpoint's, continued" : acc_default ? "the default for this layout" : "--accum-blocks");
-    }
-    if (tpp)
-        printf("  tensor parallel: tp %d, %d blocks per split sum, vocabulary padded to %lld; logits %.2f MiB per rank "
-               "(micro-batch x %d x %lld)\n", tpp->ctx.N, tpp->ctx.K, (long long)tpp->ctx.Vp,
-               mt_tpe_logits_floats(tpp) * 4.0 / 1048576.0, tc.seq, (long long)(tpp->ctx.Vp / tpp->ctx.N));
-    if (val_windows > 0)
-        printf("  validation: %lld sequence%s of %d tokens (--eval-batches %d x batch %d, at most val.bin's), %s\n",
-               (long long)val_windows, val_windows == 1 ? "" : "s", tc.seq, a.eval_batches, tc.batch,
-               a.eval_every > 0 ? "every --eval-every steps and at the end" : "at the end");
-    else
-        printf("  validation: none (%s)\n", a.eval_batches == 0 ? "--eval-batches 0" : "no val.bin, or shorter than "
-               "one sequence");
-    printf("  memory: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
-           tr->mem.cur[MT_MEM_PARAMS] / 1048576.0, tr->mem.cur[MT_MEM_GRADS] / 1048576.0,
-           tr->mem.cur[MT_MEM_OPTIM] / 1048576.0, tr->mem.cur[MT_MEM_ACTS] / 1048576.0);
+    banner(&a, flags, nflags, &eng, &rs, acc_default, k_kept, val_windows);
     fflush(stdout);
     double t_total = 0.0, exposed_total = 0.0, bubble_total = 0.0;
     int64_t timed = 0;
