@@ -2,18 +2,21 @@
  *
  * Every rank of the dp group trains the same model on its share of each step's global batch;
  * the result does not depend on the number of ranks N.  How the share is taken is what makes
- * the sums reproduce the single-device step (the balanced pairwise tree over micro-batches,
- * mt_train.h) bit for bit with the fixed-order reductions:
+ * the sums reproduce the single-device step in the accumulation order (mt_accum.h: K blocks,
+ * each left to right, the blocks as a pairwise tree) bit for bit with the fixed-order
+ * reductions:
  *
- *  - DDP and ZeRO-1 give rank r the contiguous run [r M/N, (r+1) M/N) of the M micro-batches.
- *    For N a power of two dividing M the run is a whole subtree, which the rank sums locally;
+ *  - DDP and ZeRO-1 give rank r the contiguous run [r M/N, (r+1) M/N) of the M micro-batches:
+ *    its K/N blocks (the default K = N: one block, summed left to right).  For N a power of
+ *    two dividing K the run is a whole subtree, which the rank sums locally with the plan;
  *    the fixed-order reduction over ranks (tree over group ranks) forms the upper levels.
- *  - ZeRO-2 and FSDP keep only a shard of the gradient, so they reduce after every round of
- *    micro-batches: round j gives rank r micro-batch j N + r, each unit's gradient is
- *    reduce-scattered as soon as backward finishes it (fixed order: the N leaves of the round
- *    are a subtree when M / N is a power of two), and the rounds' shards are summed as the
- *    tree over rounds.  Bit for bit when N and M / N are powers of two; otherwise the order
- *    of the upper sums differs (fp32 rounding).
+ *  - ZeRO-2 and FSDP keep only a shard of the gradient.  At one block per micro-batch (K = M,
+ *    their default) they reduce after every round of micro-batches: round j gives rank r
+ *    micro-batch j N + r, each unit's gradient is reduce-scattered as soon as backward
+ *    finishes it (fixed order: the N leaves of the round are a subtree when M / N is a power
+ *    of two), and the rounds' shards are summed as the tree over rounds.  At K < M, or when
+ *    M / N is not a power of two, they take contiguous runs as ZeRO-1 does (the whole
+ *    gradient held during the step): exact, at ZeRO-1's gradient memory.
  *
  * DDP: gradients are all-reduced in buckets of units (mt_shard.h); the last micro-batch's
  * backward reports each unit as its sums finish (mt_trainer_forward_backward_range), a

@@ -9,13 +9,13 @@
  * buffer the step reuses waits for a peer.
  *
  * What makes it reproduce one device bit for bit:
- *  - each stage accumulates its micro-batch gradients as the canonical pairwise tree
- *    (mt_tree_plan), leaves in micro-batch order, each leaf computed into a zeroed buffer
- *    as one device computes it;
+ *  - each stage accumulates its micro-batch gradients in the accumulation order (the plan of
+ *    mt_accum.h: K blocks, each left to right, the blocks as a pairwise tree), leaves in
+ *    micro-batch order, each leaf computed into a zeroed buffer as one device computes it;
  *  - the tied embedding: the last rank holds a replica of wte.  It computes each
  *    micro-batch's LM-head part H_k, receives the first stage's gradient rows of k
- *    (SEND_E / E) and adds them to H_k row by row, as one device does; those leaves form
- *    their own tree; at the end of the step the final wte gradient goes to the first stage
+ *    (SEND_E / E) and adds them to H_k row by row, as one device does; those leaves are
+ *    summed by the same plan (a block's later ones straight from their H slot); at the end of the step the final wte gradient goes to the first stage
  *    (embed group), so both copies see the same gradient and take the same AdamW step;
  *  - the gradient norm: every rank's 512-float block sums are all-gathered over the pp
  *    group and added unit by unit, blocks in order: the single-device order.  The step's
