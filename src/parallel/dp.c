@@ -39,8 +39,8 @@ void mt_dp_sum(void *ctx, float *x, int64_t n)
 {
     MtDpSum *s = ctx;
     double t = mt_now();
-    for (int64_t at = 0; at < n; at += MT_DP_PIECE_FLOATS) /* each element's sum is the same whatever the piece */
-        mt_allreduce(s->c, MT_GROUP_DP, x + at, n - at < MT_DP_PIECE_FLOATS ? n - at : MT_DP_PIECE_FLOATS, s->det);
+    for (int64_t at = 0; at < n; at += MT_PIECE_FLOATS) /* each element's sum is the same whatever the piece */
+        mt_allreduce(s->c, MT_GROUP_DP, x + at, n - at < MT_PIECE_FLOATS ? n - at : MT_PIECE_FLOATS, s->det);
     s->comm_s += mt_now() - t;
 }
 
@@ -97,10 +97,9 @@ MtStatus mt_dp_init(MtDp *dp, MtTrainer *tr, MtComm *c, const MtDpOptions *o)
     dp->contig = mt_dp_contiguous(o->zero, o->det, dp->N, dp->M, tr->blk);
     MtGroupKind sg = o->zero > 0 ? MT_GROUP_DP_SHARD : MT_GROUP_DP;
     dp->S = mt_comm_group_size(c, sg);
-    dp->copies = dp->N / dp->S;
     MT_ASSERT(mt_shard_map(tr->unit_lo, tr->unit_hi, tr->nunits, dp->S, mt_comm_group_rank(c, sg), &dp->map) == 0,
               "the trainer was not configured for shards of %d ranks (mt_dp_configure)", dp->S);
-    dp->piece = mt_piece_floats(dp->N, MT_DP_PIECE_FLOATS);
+    dp->piece = mt_piece_floats(dp->N, MT_PIECE_FLOATS);
     int64_t bucket = o->bucket_bytes > 0 ? o->bucket_bytes / (int64_t)sizeof(float) : 0;
     dp->nbuckets = mt_bucket_plan(tr->unit_lo, tr->unit_hi, tr->nunits, bucket, dp->bfirst, dp->blast);
     if (o->zero == 0)

@@ -58,19 +58,18 @@ typedef struct {
 } MtDpOptions;
 
 #define MT_DP_MAX_REQ 512
-#define MT_DP_PIECE_FLOATS MT_PIECE_FLOATS /* mt_sharded.h */
 
 typedef struct {
     MtTrainer *tr;
     MtComm *c;
     MtDpOptions o;
     int N, rank, M, rounds;
-    int S, copies;        /* ranks per sharded copy (the shard map's N), copies = N / S */
+    int S;                /* ranks per sharded copy (the shard map's N) */
     int contig; /* contiguous runs with full local gradients (DDP, ZeRO-1, exact fallback) */
     MtShardMap map;
     /* DDP */
     int nbuckets, bfirst[MT_MAX_UNITS], blast[MT_MAX_UNITS];
-    int64_t piece; /* all-reduce piece: MT_DP_PIECE_FLOATS rounded to the shard alignment */
+    int64_t piece; /* all-reduce piece: MT_PIECE_FLOATS (mt_sharded.h) rounded to the shard alignment */
     MtRequest *pending[MT_DP_MAX_REQ];
     int npending;
     /* ZeRO-1: one unit's chunk of the reduced gradient */

@@ -66,6 +66,7 @@ typedef struct {
     int nunits;
     MtUnitHooks hooks;             /* seen by forward passes, and by the last leaf's backward */
     MtTreeStep *plan;              /* the accumulation plan of plan_leaves leaves (mt_accum.h) */
+    float *plan_loss;              /* its leaves' losses */
     int nplan, plan_leaves, plan_last; /* its steps, leaves, the last leaf's step */
     float *bufs[MT_TREE_MAX_BUFS]; /* the plan's buffers this call: the sum, gtmp, leafbuf */
     /* the gradient's sum of squares for mt_trainer_update: set by a technique whose tensors

@@ -196,7 +196,9 @@ void mt_trainer_free(MtTrainer *tr)
     tr->params = tr->grads = tr->m = tr->v = NULL;
     free(tr->table);
     free(tr->plan);
+    free(tr->plan_loss);
     tr->plan = NULL;
+    tr->plan_loss = NULL;
     free(tr->inputs);
     free(tr->targets);
     tr->table = NULL;
@@ -255,8 +257,10 @@ static void plan_for(MtTrainer *tr, int n)
     if (tr->plan && tr->plan_leaves == n)
         return;
     free(tr->plan);
+    free(tr->plan_loss);
     tr->plan = malloc(sizeof(MtTreeStep) * 2 * (size_t)n);
-    MT_ASSERT(tr->plan, "out of memory for the accumulation plan of %d micro-batches", n);
+    tr->plan_loss = malloc(sizeof(float) * (size_t)n);
+    MT_ASSERT(tr->plan && tr->plan_loss, "out of memory for the accumulation plan of %d micro-batches", n);
     tr->nplan = mt_tree_plan_blocks(n, tr->blk, tr->plan);
     tr->plan_leaves = n;
     mt_accum_test_mutate(tr->plan, tr->nplan, tr->blk, mt_test_hooks.accum_rtl, mt_test_hooks.accum_swap);
@@ -278,8 +282,7 @@ static float run_plan(MtTrainer *tr, int lo, int hi)
     for (int d = 0; d < ntemp; d++)
         tr->bufs[1 + d] = tr->gtmp[d];
     tr->bufs[1 + ntemp] = tr->leafbuf;
-    float *losses = malloc(sizeof(float) * (size_t)n);
-    MT_ASSERT(losses, "out of memory for %d leaf losses", n);
+    float *losses = tr->plan_loss;
     MtUnitHooks params = {params_only_hook, tr}, last = {spine_hook, tr};
     for (int i = 0; i < tr->nplan;) {
         const MtTreeStep *s = &tr->plan[i];
@@ -289,9 +292,7 @@ static float run_plan(MtTrainer *tr, int lo, int hi)
             break;
         i = mt_accum_adds(tr->plan, tr->nplan, i, tr->bufs, 0, tr->nfloats);
     }
-    float loss = mt_tree_plan_sum(tr->plan, tr->nplan, losses);
-    free(losses);
-    return loss;
+    return mt_tree_plan_sum(tr->plan, tr->nplan, losses);
 }
 
 float mt_trainer_forward_backward(MtTrainer *tr) { return run_plan(tr, 0, tr->tc.batch / tr->tc.micro); }
