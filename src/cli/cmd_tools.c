@@ -14,6 +14,7 @@
 #include "mt_fsutil.h"
 #include "mt_gemm.h"
 #include "mt_kernels.h"
+#include "mt_backend.h"
 #include "mt_launch.h"
 #include "mt_rng.h"
 #include "mt_train.h"
@@ -367,10 +368,11 @@ int mt_cmd_sample(int argc, char **argv)
     int T = tr.tc.cfg.T, V = tr.tc.cfg.V;
     int64_t plen = (int64_t)strlen(prompt), total = plen + ntok;
     int32_t *seqbuf = malloc(sizeof(int32_t) * (size_t)(total + 1));
-    float *probs = malloc(sizeof(float) * (size_t)V);
-    if (!seqbuf || !probs) {
+    float *probs = malloc(sizeof(float) * (size_t)V), *row = malloc(sizeof(float) * (size_t)V);
+    if (!seqbuf || !probs || !row) {
         free(seqbuf);
         free(probs);
+        free(row);
         mt_trainer_free(&tr);
         return mt_cli_fail(mt_error(MT_ENOMEM, "meshtrain sample: out of memory"));
     }
@@ -384,10 +386,12 @@ int mt_cmd_sample(int argc, char **argv)
         int w = (int)(len - start);
         MtActs a = tr.acts;
         a.T = w; /* the buffers hold a full context; a shorter window uses their front */
-        memset(tr.targets, 0, sizeof(int32_t) * (size_t)w);
-        memcpy(tr.inputs, seqbuf + start, sizeof(int32_t) * (size_t)w);
+        memset(tr.host_targets, 0, sizeof(int32_t) * (size_t)w);
+        memcpy(tr.host_inputs, seqbuf + start, sizeof(int32_t) * (size_t)w);
+        mt_trainer_upload_tokens(&tr, 0, w);
         mt_model_forward(&tr.tc.cfg, &tr.w, &a, tr.inputs, tr.targets, 0.0f, NULL);
-        int next = sample_token(a.logits + (int64_t)(w - 1) * V, V, temperature, top_k,
+        mt_be()->download(row, a.logits + (int64_t)(w - 1) * V, sizeof(float) * (size_t)V); /* the last position's */
+        int next = sample_token(row, V, temperature, top_k,
                                 mt_rng_uniform(seed, STREAM_SAMPLE, (uint64_t)i, 0), probs);
         seqbuf[len++] = next;
         if (V <= 256)
@@ -398,6 +402,7 @@ int mt_cmd_sample(int argc, char **argv)
     putchar('\n');
     free(seqbuf);
     free(probs);
+    free(row);
     mt_trainer_free(&tr);
     return 0;
 }

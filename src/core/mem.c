@@ -9,18 +9,8 @@
 #define ALIGN 64
 #define HUGE_MIN (2u << 20) /* ask for huge pages from 2 MiB up */
 
-void mt_mem_init(MtMem *mem)
+void *mt_mem_host_alloc(size_t bytes)
 {
-    memset(mem, 0, sizeof *mem);
-    mem->fail_after = -1;
-}
-
-void *mt_mem_alloc(MtMem *mem, MtMemCat cat, size_t bytes)
-{
-    if (mem->fail_after == 0)
-        return NULL;
-    if (mem->fail_after > 0)
-        mem->fail_after--;
     size_t align = bytes >= HUGE_MIN ? HUGE_MIN : ALIGN;
     size_t padded = (bytes + align - 1) / align * align;
     if (padded == 0)
@@ -32,7 +22,34 @@ void *mt_mem_alloc(MtMem *mem, MtMemCat cat, size_t bytes)
     if (padded >= HUGE_MIN)
         madvise(p, padded, MADV_HUGEPAGE);
 #endif
-    memset(p, 0, padded); /* zero and pre-touch */
+    memset(p, 0, padded);
+    return p;
+}
+
+void mt_mem_host_free(void *p, size_t bytes) { free(p); }
+
+void mt_mem_init(MtMem *mem)
+{
+    memset(mem, 0, sizeof *mem);
+    mem->fail_after = -1;
+    mt_mem_use(mem, mt_mem_host_alloc, mt_mem_host_free);
+}
+
+void mt_mem_use(MtMem *mem, MtMemAllocFn alloc_fn, MtMemFreeFn free_fn)
+{
+    mem->alloc_fn = alloc_fn;
+    mem->free_fn = free_fn;
+}
+
+void *mt_mem_alloc(MtMem *mem, MtMemCat cat, size_t bytes)
+{
+    if (mem->fail_after == 0)
+        return NULL;
+    if (mem->fail_after > 0)
+        mem->fail_after--;
+    void *p = mem->alloc_fn(bytes);
+    if (!p)
+        return NULL;
     mem->cur[cat] += (int64_t)bytes;
     mem->total_cur += (int64_t)bytes;
     if (mem->cur[cat] > mem->peak[cat])
@@ -46,7 +63,7 @@ void mt_mem_free(MtMem *mem, MtMemCat cat, void *ptr, size_t bytes)
 {
     if (!ptr)
         return;
-    free(ptr);
+    mem->free_fn(ptr, bytes);
     mem->cur[cat] -= (int64_t)bytes;
     mem->total_cur -= (int64_t)bytes;
 }

@@ -6,8 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mt_gemm.h"
-#include "mt_kernels.h"
+#include "mt_backend.h"
 #include "mt_rng.h"
 #include "mt_tp.h"
 
@@ -228,7 +227,7 @@ static int act_slots(const MtConfig *cfg, MtActs *a, int B, int T, int threads, 
         S(a->datty, N * lo.Cl);
         S(a->dqkv, N * 3 * lo.Cl);
         S(a->dfch, N * lo.Fl);
-        S(a->datt_scratch, (int64_t)threads * mt_attention_scratch_floats(T, C / cfg->NH));
+        S(a->datt_scratch, (int64_t)threads * mt_be()->attention_scratch_floats(T, C / cfg->NH));
     }
     if (sh->tp) { /* the blocked sums' scratch (mt_tp.h) */
         S(a->tpsum, N * C);
@@ -335,21 +334,21 @@ static void block_forward(const MtConfig *cfg, const MtBlockWeights *w, MtActs *
         return;
     }
     int B = a->B, T = a->T, C = cfg->C, N = B * T;
-    mt_layernorm_forward(a->ln1[l], a->ln1_mean[l], a->ln1_rstd[l], x, w->ln1w, w->ln1b, N, C);
+    mt_be()->layernorm_forward(a->ln1[l], a->ln1_mean[l], a->ln1_rstd[l], x, w->ln1w, w->ln1b, N, C);
     POLL(a);
-    mt_matmul_forward(a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, NULL, N, C, 3 * C);
+    mt_be()->matmul_forward(a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, NULL, N, C, 3 * C);
     POLL(a);
-    mt_attention_forward(a->atty[l], a->att[l], a->datt_scratch, a->qkv[l], B, T, C, cfg->NH);
+    mt_be()->attention_forward(a->atty[l], a->att[l], a->datt_scratch, a->qkv[l], B, T, C, cfg->NH);
     POLL(a);
-    mt_matmul_forward(a->res2[l], a->atty[l], w->attprojw, w->attprojb, x, N, C, C);
+    mt_be()->matmul_forward(a->res2[l], a->atty[l], w->attprojw, w->attprojb, x, N, C, C);
     POLL(a);
-    mt_layernorm_forward(a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], a->res2[l], w->ln2w, w->ln2b, N, C);
+    mt_be()->layernorm_forward(a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], a->res2[l], w->ln2w, w->ln2b, N, C);
     POLL(a);
-    mt_matmul_forward(a->fch[l], a->ln2[l], w->fcw, w->fcb, NULL, N, C, 4 * C);
+    mt_be()->matmul_forward(a->fch[l], a->ln2[l], w->fcw, w->fcb, NULL, N, C, 4 * C);
     POLL(a);
-    mt_gelu_forward(a->fch_gelu[l], a->fch[l], (int64_t)N * 4 * C);
+    mt_be()->gelu_forward(a->fch_gelu[l], a->fch[l], (int64_t)N * 4 * C);
     POLL(a);
-    mt_matmul_forward(a->res3[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, a->res2[l], N, 4 * C, C);
+    mt_be()->matmul_forward(a->res3[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, a->res2[l], N, 4 * C, C);
     POLL(a);
 }
 
@@ -363,25 +362,25 @@ static void block_backward(const MtConfig *cfg, const MtBlockWeights *w, const M
     }
     int B = a->B, T = a->T, C = cfg->C, N = B * T;
     /* MLP: res3 = res2 + gelu(ln2 @ fc) @ fcproj */
-    mt_matmul_backward(a->dfch, g->fcprojw, g->fcprojb, a->dres, a->fch_gelu[l], w->fcprojw, N,
-                       4 * C, C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(a->dfch, g->fcprojw, g->fcprojb, a->dres, a->fch_gelu[l], w->fcprojw, N,
+                       4 * C, C, add * MT_BE_ADD_DW);
     POLL(a);
-    mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * 4 * C);
+    mt_be()->gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * 4 * C);
     POLL(a);
-    mt_matmul_backward(a->dln, g->fcw, g->fcb, a->dfch, a->ln2[l], w->fcw, N, C, 4 * C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(a->dln, g->fcw, g->fcb, a->dfch, a->ln2[l], w->fcw, N, C, 4 * C, add * MT_BE_ADD_DW);
     POLL(a);
-    mt_layernorm_backward(a->dres, g->ln2w, g->ln2b, a->dln, a->res2[l], w->ln2w, a->ln2_mean[l],
+    mt_be()->layernorm_backward(a->dres, g->ln2w, g->ln2b, a->dln, a->res2[l], w->ln2w, a->ln2_mean[l],
                           a->ln2_rstd[l], N, C, add);
     POLL(a);
     /* attention: res2 = x + attn(ln1(x)) @ attproj */
-    mt_matmul_backward(a->datty, g->attprojw, g->attprojb, a->dres, a->atty[l], w->attprojw, N, C,
-                       C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(a->datty, g->attprojw, g->attprojb, a->dres, a->atty[l], w->attprojw, N, C,
+                       C, add * MT_BE_ADD_DW);
     POLL(a);
-    mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, C, cfg->NH);
+    mt_be()->attention_backward(a->dqkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, C, cfg->NH);
     POLL(a);
-    mt_matmul_backward(a->dln, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(a->dln, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * C, add * MT_BE_ADD_DW);
     POLL(a);
-    mt_layernorm_backward(a->dres, g->ln1w, g->ln1b, a->dln, x, w->ln1w, a->ln1_mean[l],
+    mt_be()->layernorm_backward(a->dres, g->ln1w, g->ln1b, a->dln, x, w->ln1w, a->ln1_mean[l],
                           a->ln1_rstd[l], N, C, add);
     POLL(a);
 }
@@ -398,7 +397,7 @@ void mt_model_embed_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, 
         mt_tp_embed_forward(cfg, w, a, tokens);
         return;
     }
-    mt_encoder_forward(a->encoded, tokens, w->wte, w->wpe, a->B, a->T, cfg->C);
+    mt_be()->encoder_forward(a->encoded, tokens, w->wte, w->wpe, a->B, a->T, cfg->C);
     POLL(a);
 }
 
@@ -413,12 +412,12 @@ double mt_model_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a,
     if (a->tp)
         return mt_tp_head_forward(cfg, w, a, x, targets, dscale);
     int N = a->B * a->T, C = cfg->C;
-    mt_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, N, C);
+    mt_be()->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, N, C);
     POLL(a);
     /* logits (N,V) = lnf @ wte^T (tied head) */
-    mt_gemm(0, 1, N, cfg->V, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, cfg->V, 0);
+    mt_be()->gemm(0, 1, N, cfg->V, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, cfg->V, 0);
     POLL(a);
-    return mt_crossentropy_fused(a->logits, a->losses, targets, N, cfg->V, dscale);
+    return mt_be()->crossentropy_fused(a->logits, a->losses, targets, N, cfg->V, dscale);
 }
 
 void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a,
@@ -430,12 +429,12 @@ void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWei
     }
     int N = a->B * a->T, C = cfg->C;
     /* dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte */
-    mt_gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
+    mt_be()->gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
     POLL(a);
-    mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
+    mt_be()->gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
     POLL(a);
-    memset(a->dres, 0, sizeof(float) * (size_t)N * C);
-    mt_layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
+    mt_be()->zero(a->dres, (int64_t)N * C);
+    mt_be()->layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
     POLL(a);
 }
 
@@ -446,7 +445,7 @@ static void recompute(const MtConfig *cfg, const MtWeights *w, MtActs *a, int l,
         block_forward(cfg, &w->h[l], a, l, x);
     else if (a->recompute == MT_RECOMPUTE_ATTN) {
         MtTpLocal lo = mt_tp_local(cfg, a->tp, a->B * a->T);
-        mt_attention_forward(a->atty[l], a->att[l], a->datt_scratch, a->qkv[l], a->B, a->T, lo.Cl, lo.Hl);
+        mt_be()->attention_forward(a->atty[l], a->att[l], a->datt_scratch, a->qkv[l], a->B, a->T, lo.Cl, lo.Hl);
     }
 }
 
@@ -463,7 +462,7 @@ void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtAc
         mt_tp_embed_backward(cfg, dwte, dwpe, a, tokens);
         return;
     }
-    mt_encoder_backward(dwte, dwpe, a->dres, tokens, a->B, a->T, cfg->C);
+    mt_be()->encoder_backward(dwte, dwpe, a->dres, tokens, a->B, a->T, cfg->C);
 }
 
 /* ---- backward split into the input gradient (B) and the weight gradient (W) ---- */
@@ -489,21 +488,21 @@ void mt_model_block_backward_input(const MtConfig *cfg, const MtWeights *w, MtAc
         mt_tp_block_backward_input(cfg, bw, a, l, x, stash);
         return;
     }
-    memcpy(s_res3, a->dres, sizeof(float) * (size_t)N * C);
-    mt_matmul_backward(s_fch, NULL, NULL, a->dres, a->fch_gelu[l], bw->fcprojw, N, 4 * C, C, 0);
+    mt_be()->copy(s_res3, a->dres, (int64_t)N * C);
+    mt_be()->matmul_backward(s_fch, NULL, NULL, a->dres, a->fch_gelu[l], bw->fcprojw, N, 4 * C, C, 0);
     POLL(a);
-    mt_gelu_backward(s_fch, a->fch[l], s_fch, (int64_t)N * 4 * C);
-    mt_matmul_backward(s_ln2, NULL, NULL, s_fch, a->ln2[l], bw->fcw, N, C, 4 * C, 0);
+    mt_be()->gelu_backward(s_fch, a->fch[l], s_fch, (int64_t)N * 4 * C);
+    mt_be()->matmul_backward(s_ln2, NULL, NULL, s_fch, a->ln2[l], bw->fcw, N, C, 4 * C, 0);
     POLL(a);
-    mt_layernorm_backward(a->dres, NULL, NULL, s_ln2, a->res2[l], bw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], N, C, 1);
-    memcpy(s_res2, a->dres, sizeof(float) * (size_t)N * C);
-    mt_matmul_backward(a->datty, NULL, NULL, a->dres, a->atty[l], bw->attprojw, N, C, C, 0);
+    mt_be()->layernorm_backward(a->dres, NULL, NULL, s_ln2, a->res2[l], bw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], N, C, 1);
+    mt_be()->copy(s_res2, a->dres, (int64_t)N * C);
+    mt_be()->matmul_backward(a->datty, NULL, NULL, a->dres, a->atty[l], bw->attprojw, N, C, C, 0);
     POLL(a);
-    mt_attention_backward(s_qkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, C, cfg->NH);
+    mt_be()->attention_backward(s_qkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, C, cfg->NH);
     POLL(a);
-    mt_matmul_backward(s_ln1, NULL, NULL, s_qkv, a->ln1[l], bw->qkvw, N, C, 3 * C, 0);
+    mt_be()->matmul_backward(s_ln1, NULL, NULL, s_qkv, a->ln1[l], bw->qkvw, N, C, 3 * C, 0);
     POLL(a);
-    mt_layernorm_backward(a->dres, NULL, NULL, s_ln1, x, bw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], N, C, 1);
+    mt_be()->layernorm_backward(a->dres, NULL, NULL, s_ln1, x, bw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], N, C, 1);
     POLL(a);
 }
 
@@ -522,17 +521,17 @@ void mt_model_block_backward_weight(const MtConfig *cfg, const MtWeights *w, con
     const float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * 4 * C,
                 *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C,
                 *s_ln1 = s_qkv + (int64_t)N * 3 * C;
-    mt_matmul_backward(NULL, bg->fcprojw, bg->fcprojb, s_res3, a->fch_gelu[l], NULL, N, 4 * C, C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(NULL, bg->fcprojw, bg->fcprojb, s_res3, a->fch_gelu[l], NULL, N, 4 * C, C, add * MT_BE_ADD_DW);
     POLL(a);
-    mt_matmul_backward(NULL, bg->fcw, bg->fcb, s_fch, a->ln2[l], NULL, N, C, 4 * C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(NULL, bg->fcw, bg->fcb, s_fch, a->ln2[l], NULL, N, C, 4 * C, add * MT_BE_ADD_DW);
     POLL(a);
-    mt_layernorm_backward(NULL, bg->ln2w, bg->ln2b, s_ln2, a->res2[l], NULL, a->ln2_mean[l], a->ln2_rstd[l], N, C, add);
+    mt_be()->layernorm_backward(NULL, bg->ln2w, bg->ln2b, s_ln2, a->res2[l], NULL, a->ln2_mean[l], a->ln2_rstd[l], N, C, add);
     POLL(a);
-    mt_matmul_backward(NULL, bg->attprojw, bg->attprojb, s_res2, a->atty[l], NULL, N, C, C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(NULL, bg->attprojw, bg->attprojb, s_res2, a->atty[l], NULL, N, C, C, add * MT_BE_ADD_DW);
     POLL(a);
-    mt_matmul_backward(NULL, bg->qkvw, bg->qkvb, s_qkv, a->ln1[l], NULL, N, C, 3 * C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(NULL, bg->qkvw, bg->qkvb, s_qkv, a->ln1[l], NULL, N, C, 3 * C, add * MT_BE_ADD_DW);
     POLL(a);
-    mt_layernorm_backward(NULL, bg->ln1w, bg->ln1b, s_ln1, x, NULL, a->ln1_mean[l], a->ln1_rstd[l], N, C, add);
+    mt_be()->layernorm_backward(NULL, bg->ln1w, bg->ln1b, s_ln1, x, NULL, a->ln1_mean[l], a->ln1_rstd[l], N, C, add);
     POLL(a);
 }
 
@@ -543,9 +542,9 @@ void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtAct
         return;
     }
     int N = a->B * a->T, C = cfg->C;
-    mt_gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, stash, C, 0); /* dlnf, kept for W */
-    memset(a->dres, 0, sizeof(float) * (size_t)N * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, stash, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C, 1);
+    mt_be()->gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, stash, C, 0); /* dlnf, kept for W */
+    mt_be()->zero(a->dres, (int64_t)N * C);
+    mt_be()->layernorm_backward(a->dres, NULL, NULL, stash, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C, 1);
 }
 
 void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, const float *x,
@@ -556,8 +555,8 @@ void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, cons
         return;
     }
     int N = a->B * a->T, C = cfg->C;
-    mt_gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
-    mt_layernorm_backward(NULL, g->lnfw, g->lnfb, stash, x, NULL, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
+    mt_be()->gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
+    mt_be()->layernorm_backward(NULL, g->lnfw, g->lnfb, stash, x, NULL, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
 }
 
 double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,

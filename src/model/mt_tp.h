@@ -156,11 +156,6 @@ int mt_tp_tree_depth(int n);
 /* S (N,OC) = sum over the nb blocks of inp (N, Kin) @ w (Kin, OC), block j being input
  * rows [j Kin/nb, (j+1) Kin/nb); tmp: mt_tp_tree_depth(nb) buffers of N OC floats. */
 void mt_tp_rowpar_sum(float *S, float **tmp, const float *inp, const float *w, int N, int Kin, int OC, int nb);
-/* out (N,OC) = (resid + bias) + S, either of resid and bias NULL; out may alias resid. */
-void mt_tp_rowpar_finish(float *out, const float *S, const float *bias, const float *resid, int N, int OC);
-/* S (N,C) = sum over the nb blocks of dout (N, OC) @ w (C, OC)^T.  heads 0: block j is
- * columns [j OC/nb, (j+1) OC/nb); heads 1: OC = 3 Cl holds q | k | v and block j is the
- * columns [j Cl/nb, (j+1) Cl/nb) of each, three products added in the order q, k, v. */
 void mt_tp_colpar_dinp(float *S, float **tmp, const float *dout, const float *w, int N, int C, int OC, int nb,
                        int heads);
 /* S (N,C) = sum over the nb blocks of dlogits (N, Vl) @ wte (Vl, C), block j being rows
@@ -179,30 +174,7 @@ void mt_tp_test_left_to_right(int on);
 /* Adds buffers in place as the pairwise tree over nb of them: parts[0] = S(0, nb). */
 void mt_tp_tree_add(float **parts, int nb, int64_t n);
 
-/* The embedding over vocabulary rows [v0, v0 + Vl): out[n] = wte[tokens[n] - v0] for the
- * rank's own tokens, 0 for the others (then summed over the group, and wpe added by
- * mt_tp_embed_finish to rows [row0, row0 + rows) of the flat (B, T) order); backward: dwte
- * rows += dout for the rank's tokens, in row order. */
-void mt_tp_embed_lookup(float *out, const int32_t *tokens, const float *wte, int64_t v0, int64_t Vl, int N, int C);
-void mt_tp_embed_finish(float *out, const float *wpe, int row0, int rows, int T, int C);
-void mt_tp_embed_backward_rows(float *dwte, const float *dout, const int32_t *tokens, int64_t v0, int64_t Vl, int N,
-                               int C);
-
-/* The vocabulary-parallel cross-entropy, in three steps around two all-gathers.  logits
- * (N, Vl) hold columns [v0, v0 + Vl) of the padded vocabulary; columns >= V are padding
- * (masked).  1: each row's max over the rank's real columns (-inf if none), into mx (N). */
-void mt_tp_xent_max(float *mx, const float *logits, int64_t v0, int64_t Vl, int64_t V, int N);
-/* the maxima over ranks of the all-gathered row maxima (nranks x N) */
-void mt_tp_xent_reduce_max(float *mx, const float *all, int nranks, int N);
-/* 2: given the row maxima mx (N), stats (4 floats per row): the sum of exp(x - mx) over the
- * rank's real columns as the tree over its nb blocks (a double, in the first two floats),
- * then the target logit if v0 <= target < v0 + Vl, else 0, then 0. */
-void mt_tp_xent_sums(float *stats, const float *logits, const float *mx, const int32_t *targets, int64_t v0,
-                     int64_t Vl, int64_t V, int N, int nb);
-/* 3: the ranks' stats (rank-major, nranks x N x 4) combined (sums as the pairwise tree
- * over ranks, target logits added) into losses (N); if dscale != 0 the logits are replaced
- * by dscale (p - onehot), padding 0.  Returns the sum of the losses in row order. */
-double mt_tp_xent_finish(float *logits, float *losses, const float *all_stats, int nranks, const float *mx,
-                         const int32_t *targets, int64_t v0, int64_t Vl, int64_t V, int N, float dscale);
+/* The element-wise kernels around these sums (the vocabulary-split embedding and
+ * cross-entropy, the row-parallel product's finish) are the backend's: mt_backend.h. */
 
 #endif

@@ -20,8 +20,7 @@
 
 #include <string.h>
 
-#include "mt_gemm.h"
-#include "mt_kernels.h"
+#include "mt_backend.h"
 
 #define POLL(a)                       \
     do {                              \
@@ -53,7 +52,7 @@ static void sum_scatter(const MtActs *a, const float *full, float *mine, int64_t
     if (a->tp->N > 1)
         a->tp->reduce_scatter(a->tp->comm, full, mine, n);
     else if (mine != full)
-        memcpy(mine, full, sizeof(float) * (size_t)n);
+        mt_be()->copy(mine, full, n);
 }
 
 /* full holds this rank's chunk at its place; gathers the others' (n: per rank) */
@@ -76,11 +75,10 @@ static void rows_grads(MtActs *a, int ln, float *dw, float *db, const float *dou
         lvl[d] = a->tpcol + (int64_t)(d + 1) * 2 * C;
     mt_tp_rows_grads(out, lvl, ln, dout, inp, mean, rstd, rows, C, nb);
     const float *sw = ln ? out : NULL, *sb = ln ? out + C : out;
-    for (int c = 0; c < C; c++) {
-        if (dw)
-            dw[c] = add ? dw[c] + sw[c] : sw[c];
-        db[c] = add ? db[c] + sb[c] : sb[c];
-    }
+    void (*into)(float *, const float *, int64_t) = add ? mt_be()->add : mt_be()->copy;
+    if (dw)
+        into(dw, sw, C);
+    into(db, sb, C);
 }
 
 /* with sequence parallelism: the replicated gradients of a block (or of ln_f), sums over
@@ -90,10 +88,10 @@ static void sum_replicated(MtActs *a, float **g, int n, int C)
     if (!a->tp->seqpar || a->tp->N == 1)
         return;
     for (int i = 0; i < n; i++)
-        memcpy(a->tprep + (int64_t)i * C, g[i], sizeof(float) * (size_t)C);
+        mt_be()->copy(a->tprep + (int64_t)i * C, g[i], C);
     sum_all(a, a->tprep, (int64_t)n * C);
     for (int i = 0; i < n; i++)
-        memcpy(g[i], a->tprep + (int64_t)i * C, sizeof(float) * (size_t)C);
+        mt_be()->copy(g[i], a->tprep + (int64_t)i * C, C);
 }
 
 /* ---- the passes ---- */
@@ -111,7 +109,7 @@ static void rowpar_forward(MtActs *a, float *out, const float *inp, const float 
         S = a->tpfull;
     } else
         sum_all(a, a->tpsum, (int64_t)ntok * OC);
-    mt_tp_rowpar_finish(out, S, bias, resid, rows, OC);
+    mt_be()->tp_rowpar_finish(out, S, bias, resid, rows, OC);
 }
 
 void mt_tp_embed_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens)
@@ -119,13 +117,13 @@ void mt_tp_embed_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, con
     int ntok = a->B * a->T, C = cfg->C;
     MtTpLocal lo = mt_tp_local(cfg, a->tp, ntok);
     if (a->tp->seqpar) { /* this rank's vocabulary rows, the others' zeros, scattered by rows */
-        mt_tp_embed_lookup(a->tpsum, tokens, w->wte, lo.v0, lo.Vl, ntok, C);
+        mt_be()->tp_embed_lookup(a->tpsum, tokens, w->wte, lo.v0, lo.Vl, ntok, C);
         sum_scatter(a, a->tpsum, a->encoded, (int64_t)ntok * C);
     } else {
-        mt_tp_embed_lookup(a->encoded, tokens, w->wte, lo.v0, lo.Vl, ntok, C);
+        mt_be()->tp_embed_lookup(a->encoded, tokens, w->wte, lo.v0, lo.Vl, ntok, C);
         sum_all(a, a->encoded, (int64_t)ntok * C);
     }
-    mt_tp_embed_finish(a->encoded, w->wpe, lo.row0, lo.rows, a->T, C);
+    mt_be()->tp_embed_finish(a->encoded, w->wpe, lo.row0, lo.rows, a->T, C);
     POLL(a);
 }
 
@@ -133,7 +131,7 @@ void mt_tp_embed_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, con
 static void ln_gathered(MtActs *a, float *full, float *mean, float *rstd, const float *x, const float *w, const float *b,
                         const MtTpLocal *lo, int C)
 {
-    mt_layernorm_forward(full + (int64_t)lo->row0 * C, mean, rstd, x, w, b, lo->rows, C);
+    mt_be()->layernorm_forward(full + (int64_t)lo->row0 * C, mean, rstd, x, w, b, lo->rows, C);
     if (a->tp->seqpar)
         gather_rows(a, full, (int64_t)lo->rows * C);
 }
@@ -144,17 +142,17 @@ void mt_tp_block_forward(const MtConfig *cfg, const MtBlockWeights *w, MtActs *a
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     ln_gathered(a, a->ln1[l], a->ln1_mean[l], a->ln1_rstd[l], x, w->ln1w, w->ln1b, &lo, C);
     POLL(a);
-    mt_matmul_forward(a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, NULL, N, C, 3 * lo.Cl); /* (N, 3Cl) */
+    mt_be()->matmul_forward(a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, NULL, N, C, 3 * lo.Cl); /* (N, 3Cl) */
     POLL(a);
-    mt_attention_forward(a->atty[l], a->att[l], a->datt_scratch, a->qkv[l], B, T, lo.Cl, lo.Hl);
+    mt_be()->attention_forward(a->atty[l], a->att[l], a->datt_scratch, a->qkv[l], B, T, lo.Cl, lo.Hl);
     POLL(a);
     rowpar_forward(a, a->res2[l], a->atty[l], w->attprojw, w->attprojb, x, N, lo.rows, lo.Cl, C, lo.nb);
     POLL(a);
     ln_gathered(a, a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], a->res2[l], w->ln2w, w->ln2b, &lo, C);
     POLL(a);
-    mt_matmul_forward(a->fch[l], a->ln2[l], w->fcw, w->fcb, NULL, N, C, lo.Fl); /* (N, Fl) */
+    mt_be()->matmul_forward(a->fch[l], a->ln2[l], w->fcw, w->fcb, NULL, N, C, lo.Fl); /* (N, Fl) */
     POLL(a);
-    mt_gelu_forward(a->fch_gelu[l], a->fch[l], (int64_t)N * lo.Fl);
+    mt_be()->gelu_forward(a->fch_gelu[l], a->fch[l], (int64_t)N * lo.Fl);
     POLL(a);
     rowpar_forward(a, a->res3[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, a->res2[l], N, lo.rows, lo.Fl, C, lo.nb);
     POLL(a);
@@ -165,7 +163,7 @@ static const float *all_rows(MtActs *a, const MtTpLocal *lo, int C)
 {
     if (!a->tp->seqpar)
         return a->dres;
-    memcpy(a->tpfull + (int64_t)lo->row0 * C, a->dres, sizeof(float) * (size_t)lo->rows * C);
+    mt_be()->copy(a->tpfull + (int64_t)lo->row0 * C, a->dres, (int64_t)lo->rows * C);
     gather_rows(a, a->tpfull, (int64_t)lo->rows * C);
     return a->tpfull;
 }
@@ -180,7 +178,7 @@ static const float *reduce_dinp(MtActs *a, int N, int C);
 static const float *colpar_backward(MtActs *a, float *dw, float *db, const float *dout, const float *inp,
                                     const float *w, int N, int C, int OC, int heads, int add)
 {
-    mt_matmul_backward(NULL, dw, db, dout, inp, NULL, N, C, OC, add);
+    mt_be()->matmul_backward(NULL, dw, db, dout, inp, NULL, N, C, OC, add);
     mt_tp_colpar_dinp(a->dln, a->tptmp, dout, w, N, C, OC, a->tp->K / a->tp->N, heads);
     return reduce_dinp(a, N, C);
 }
@@ -212,27 +210,27 @@ void mt_tp_block_backward(const MtConfig *cfg, const MtBlockWeights *w, const Mt
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     /* MLP: res3 = res2 + gelu(ln2 @ fc) @ fcproj */
     const float *d = all_rows(a, &lo, C);
-    mt_matmul_backward(a->dfch, g->fcprojw, NULL, d, a->fch_gelu[l], w->fcprojw, N, lo.Fl, C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(a->dfch, g->fcprojw, NULL, d, a->fch_gelu[l], w->fcprojw, N, lo.Fl, C, add * MT_BE_ADD_DW);
     rows_grads(a, 0, NULL, g->fcprojb, a->dres, NULL, NULL, NULL, lo.rows, C, add);
     POLL(a);
-    mt_gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * lo.Fl);
+    mt_be()->gelu_backward(a->dfch, a->fch[l], a->dfch, (int64_t)N * lo.Fl);
     POLL(a);
-    const float *dln = colpar_backward(a, g->fcw, g->fcb, a->dfch, a->ln2[l], w->fcw, N, C, lo.Fl, 0, add * MT_ADD_DW);
+    const float *dln = colpar_backward(a, g->fcw, g->fcb, a->dfch, a->ln2[l], w->fcw, N, C, lo.Fl, 0, add * MT_BE_ADD_DW);
     POLL(a);
     const float *ln2x = a->res2[l];
-    mt_layernorm_backward(a->dres, NULL, NULL, dln, ln2x, w->ln2w, a->ln2_mean[l], a->ln2_rstd[l], lo.rows, C, 1);
+    mt_be()->layernorm_backward(a->dres, NULL, NULL, dln, ln2x, w->ln2w, a->ln2_mean[l], a->ln2_rstd[l], lo.rows, C, 1);
     rows_grads(a, 1, g->ln2w, g->ln2b, dln, ln2x, a->ln2_mean[l], a->ln2_rstd[l], lo.rows, C, add);
     POLL(a);
     /* attention: res2 = x + attn(ln1(x)) @ attproj */
     d = all_rows(a, &lo, C);
-    mt_matmul_backward(a->datty, g->attprojw, NULL, d, a->atty[l], w->attprojw, N, lo.Cl, C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(a->datty, g->attprojw, NULL, d, a->atty[l], w->attprojw, N, lo.Cl, C, add * MT_BE_ADD_DW);
     rows_grads(a, 0, NULL, g->attprojb, a->dres, NULL, NULL, NULL, lo.rows, C, add);
     POLL(a);
-    mt_attention_backward(a->dqkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
+    mt_be()->attention_backward(a->dqkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
     POLL(a);
-    dln = colpar_backward(a, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * lo.Cl, 1, add * MT_ADD_DW);
+    dln = colpar_backward(a, g->qkvw, g->qkvb, a->dqkv, a->ln1[l], w->qkvw, N, C, 3 * lo.Cl, 1, add * MT_BE_ADD_DW);
     POLL(a);
-    mt_layernorm_backward(a->dres, NULL, NULL, dln, x, w->ln1w, a->ln1_mean[l], a->ln1_rstd[l], lo.rows, C, 1);
+    mt_be()->layernorm_backward(a->dres, NULL, NULL, dln, x, w->ln1w, a->ln1_mean[l], a->ln1_rstd[l], lo.rows, C, 1);
     rows_grads(a, 1, g->ln1w, g->ln1b, dln, x, a->ln1_mean[l], a->ln1_rstd[l], lo.rows, C, add);
     MT_ASSERT(!a->tp->seqpar || !add, "sequence parallelism sums the replicated gradients of fresh buffers only");
     float *rep[6] = {g->ln1w, g->ln1b, g->attprojb, g->ln2w, g->ln2b, g->fcprojb};
@@ -246,18 +244,18 @@ static double xent(const MtConfig *cfg, MtActs *a, const int32_t *targets, float
     const MtTpCtx *tp = a->tp;
     int N = a->B * a->T;
     MtTpLocal lo = mt_tp_local(cfg, tp, N);
-    mt_tp_xent_max(a->tpmx, a->logits, lo.v0, lo.Vl, cfg->V, N);
+    mt_be()->tp_xent_max(a->tpmx, a->logits, lo.v0, lo.Vl, cfg->V, N);
     if (tp->N > 1) {
         tp->allgather(tp->comm, a->tpmx, a->tpgather, N);
-        mt_tp_xent_reduce_max(a->tpmx, a->tpgather, tp->N, N);
+        mt_be()->tp_xent_reduce_max(a->tpmx, a->tpgather, tp->N, N);
     }
-    mt_tp_xent_sums(a->tpstats, a->logits, a->tpmx, targets, lo.v0, lo.Vl, cfg->V, N, lo.nb);
+    mt_be()->tp_xent_sums(a->tpstats, a->logits, a->tpmx, targets, lo.v0, lo.Vl, cfg->V, N, lo.nb);
     const float *all = a->tpstats;
     if (tp->N > 1) {
         tp->allgather(tp->comm, a->tpstats, a->tpgather, 4 * (int64_t)N);
         all = a->tpgather;
     }
-    return mt_tp_xent_finish(a->logits, a->losses, all, tp->N, a->tpmx, targets, lo.v0, lo.Vl, cfg->V, N, dscale);
+    return mt_be()->tp_xent_finish(a->logits, a->losses, all, tp->N, a->tpmx, targets, lo.v0, lo.Vl, cfg->V, N, dscale);
 }
 
 double mt_tp_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const float *x, const int32_t *targets,
@@ -268,7 +266,7 @@ double mt_tp_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, co
     ln_gathered(a, a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, &lo, C);
     POLL(a);
     /* logits (N, Vl) = lnf @ wte^T: this rank's vocabulary columns of the tied head */
-    mt_gemm(0, 1, N, (int)lo.Vl, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, (int)lo.Vl, 0);
+    mt_be()->gemm(0, 1, N, (int)lo.Vl, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, (int)lo.Vl, 0);
     POLL(a);
     return xent(cfg, a, targets, dscale);
 }
@@ -279,11 +277,11 @@ void mt_tp_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeight
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     int Vl = (int)lo.Vl, add = !g->fresh;
     /* dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte, blocked */
-    mt_gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
+    mt_be()->gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
     POLL(a);
     const float *dlnf = colpar_vocab(a, w->wte, N, C, Vl);
-    memset(a->dres, 0, sizeof(float) * (size_t)lo.rows * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, dlnf, x, w->lnfw, a->lnf_mean, a->lnf_rstd, lo.rows, C, 1);
+    mt_be()->zero(a->dres, (int64_t)lo.rows * C);
+    mt_be()->layernorm_backward(a->dres, NULL, NULL, dlnf, x, w->lnfw, a->lnf_mean, a->lnf_rstd, lo.rows, C, 1);
     rows_grads(a, 1, g->lnfw, g->lnfb, dlnf, x, a->lnf_mean, a->lnf_rstd, lo.rows, C, add);
     MT_ASSERT(!a->tp->seqpar || !add, "sequence parallelism sums the replicated gradients of fresh buffers only");
     float *rep[2] = {g->lnfw, g->lnfb};
@@ -297,8 +295,8 @@ void mt_tp_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs 
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     const float *d = all_rows(a, &lo, C); /* this rank's vocabulary rows see every token */
     if (dwte)
-        mt_tp_embed_backward_rows(dwte, d, tokens, lo.v0, lo.Vl, N, C);
-    mt_encoder_backward(NULL, dwpe, d, tokens, a->B, a->T, C); /* wpe (replicated) as on one device */
+        mt_be()->tp_embed_backward_rows(dwte, d, tokens, lo.v0, lo.Vl, N, C);
+    mt_be()->encoder_backward(NULL, dwpe, d, tokens, a->B, a->T, C); /* wpe (replicated) as on one device */
 }
 
 /* ---- the split backward (zero-bubble schedules): B, the input gradients, stashing what W
@@ -316,25 +314,25 @@ void mt_tp_block_backward_input(const MtConfig *cfg, const MtBlockWeights *w, Mt
     float *s_res3 = stash, *s_fch = s_res3 + (int64_t)N * C, *s_ln2 = s_fch + (int64_t)N * lo.Fl,
           *s_res2 = s_ln2 + (int64_t)N * C, *s_qkv = s_res2 + (int64_t)N * C, *s_ln1 = s_qkv + (int64_t)N * 3 * lo.Cl;
     const float *d = all_rows(a, &lo, C); /* every row (gathered with sequence parallelism) */
-    memcpy(s_res3, d, sizeof(float) * (size_t)N * C);
-    mt_matmul_backward(s_fch, NULL, NULL, d, a->fch_gelu[l], w->fcprojw, N, lo.Fl, C, 0);
+    mt_be()->copy(s_res3, d, (int64_t)N * C);
+    mt_be()->matmul_backward(s_fch, NULL, NULL, d, a->fch_gelu[l], w->fcprojw, N, lo.Fl, C, 0);
     POLL(a);
-    mt_gelu_backward(s_fch, a->fch[l], s_fch, (int64_t)N * lo.Fl);
+    mt_be()->gelu_backward(s_fch, a->fch[l], s_fch, (int64_t)N * lo.Fl);
     mt_tp_colpar_dinp(a->dln, a->tptmp, s_fch, w->fcw, N, C, lo.Fl, nb, 0);
     const float *dln = reduce_dinp(a, N, C); /* this rank's rows */
-    memcpy(s_ln2, dln, sizeof(float) * (size_t)R * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, dln, a->res2[l], w->ln2w, a->ln2_mean[l], a->ln2_rstd[l], R, C, 1);
+    mt_be()->copy(s_ln2, dln, (int64_t)R * C);
+    mt_be()->layernorm_backward(a->dres, NULL, NULL, dln, a->res2[l], w->ln2w, a->ln2_mean[l], a->ln2_rstd[l], R, C, 1);
     d = all_rows(a, &lo, C);
-    memcpy(s_res2, d, sizeof(float) * (size_t)N * C);
+    mt_be()->copy(s_res2, d, (int64_t)N * C);
     POLL(a);
-    mt_matmul_backward(a->datty, NULL, NULL, d, a->atty[l], w->attprojw, N, lo.Cl, C, 0);
+    mt_be()->matmul_backward(a->datty, NULL, NULL, d, a->atty[l], w->attprojw, N, lo.Cl, C, 0);
     POLL(a);
-    mt_attention_backward(s_qkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
+    mt_be()->attention_backward(s_qkv, a->datt_scratch, a->datty, a->atty[l], a->qkv[l], a->att[l], B, T, lo.Cl, lo.Hl);
     POLL(a);
     mt_tp_colpar_dinp(a->dln, a->tptmp, s_qkv, w->qkvw, N, C, 3 * lo.Cl, nb, 1);
     dln = reduce_dinp(a, N, C);
-    memcpy(s_ln1, dln, sizeof(float) * (size_t)R * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, dln, x, w->ln1w, a->ln1_mean[l], a->ln1_rstd[l], R, C, 1);
+    mt_be()->copy(s_ln1, dln, (int64_t)R * C);
+    mt_be()->layernorm_backward(a->dres, NULL, NULL, dln, x, w->ln1w, a->ln1_mean[l], a->ln1_rstd[l], R, C, 1);
     POLL(a);
 }
 
@@ -348,16 +346,16 @@ void mt_tp_block_backward_weight(const MtConfig *cfg, const MtBlockWeights *g, M
                 *s_ln1 = s_qkv + (int64_t)N * 3 * lo.Cl;
     int R = lo.rows;
     int64_t mine = (int64_t)lo.row0 * C; /* this rank's rows of the gathered ones */
-    mt_matmul_backward(NULL, g->fcprojw, NULL, s_res3, a->fch_gelu[l], NULL, N, lo.Fl, C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(NULL, g->fcprojw, NULL, s_res3, a->fch_gelu[l], NULL, N, lo.Fl, C, add * MT_BE_ADD_DW);
     rows_grads(a, 0, NULL, g->fcprojb, s_res3 + mine, NULL, NULL, NULL, R, C, add);
     POLL(a);
-    mt_matmul_backward(NULL, g->fcw, g->fcb, s_fch, a->ln2[l], NULL, N, C, lo.Fl, add * MT_ADD_DW);
+    mt_be()->matmul_backward(NULL, g->fcw, g->fcb, s_fch, a->ln2[l], NULL, N, C, lo.Fl, add * MT_BE_ADD_DW);
     rows_grads(a, 1, g->ln2w, g->ln2b, s_ln2, a->res2[l], a->ln2_mean[l], a->ln2_rstd[l], R, C, add);
     POLL(a);
-    mt_matmul_backward(NULL, g->attprojw, NULL, s_res2, a->atty[l], NULL, N, lo.Cl, C, add * MT_ADD_DW);
+    mt_be()->matmul_backward(NULL, g->attprojw, NULL, s_res2, a->atty[l], NULL, N, lo.Cl, C, add * MT_BE_ADD_DW);
     rows_grads(a, 0, NULL, g->attprojb, s_res2 + mine, NULL, NULL, NULL, R, C, add);
     POLL(a);
-    mt_matmul_backward(NULL, g->qkvw, g->qkvb, s_qkv, a->ln1[l], NULL, N, C, 3 * lo.Cl, add * MT_ADD_DW);
+    mt_be()->matmul_backward(NULL, g->qkvw, g->qkvb, s_qkv, a->ln1[l], NULL, N, C, 3 * lo.Cl, add * MT_BE_ADD_DW);
     rows_grads(a, 1, g->ln1w, g->ln1b, s_ln1, x, a->ln1_mean[l], a->ln1_rstd[l], R, C, add);
     MT_ASSERT(!a->tp->seqpar || !add, "sequence parallelism sums the replicated gradients of fresh buffers only");
     float *rep[6] = {g->ln1w, g->ln1b, g->attprojb, g->ln2w, g->ln2b, g->fcprojb};
@@ -370,9 +368,9 @@ void mt_tp_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *
     int N = a->B * a->T, C = cfg->C;
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     const float *dlnf = colpar_vocab(a, w->wte, N, C, (int)lo.Vl); /* this rank's rows */
-    memcpy(stash, dlnf, sizeof(float) * (size_t)lo.rows * C); /* kept for W */
-    memset(a->dres, 0, sizeof(float) * (size_t)lo.rows * C);
-    mt_layernorm_backward(a->dres, NULL, NULL, dlnf, x, w->lnfw, a->lnf_mean, a->lnf_rstd, lo.rows, C, 1);
+    mt_be()->copy(stash, dlnf, (int64_t)lo.rows * C); /* kept for W */
+    mt_be()->zero(a->dres, (int64_t)lo.rows * C);
+    mt_be()->layernorm_backward(a->dres, NULL, NULL, dlnf, x, w->lnfw, a->lnf_mean, a->lnf_rstd, lo.rows, C, 1);
     POLL(a);
 }
 
@@ -381,7 +379,7 @@ void mt_tp_head_backward_weight(const MtConfig *cfg, const MtWeights *g, MtActs 
     int N = a->B * a->T, C = cfg->C;
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     int Vl = (int)lo.Vl;
-    mt_gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
+    mt_be()->gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
     rows_grads(a, 1, g->lnfw, g->lnfb, stash, x, a->lnf_mean, a->lnf_rstd, lo.rows, C, !g->fresh);
     MT_ASSERT(!a->tp->seqpar || g->fresh, "sequence parallelism sums the replicated gradients of fresh buffers only");
     float *rep[2] = {g->lnfw, g->lnfb};

@@ -15,10 +15,10 @@
 
 #include <stdint.h>
 
+#include "mt_backend.h" /* MT_NORM_BLOCK */
 #include "mt_model.h"
 #include "mt_tp.h"
 
-#define MT_NORM_BLOCK 512
 
 typedef struct {
     float lr;           /* peak learning rate */

@@ -125,9 +125,7 @@ void mt_dp_step(MtDp *dp, const MtTokens *data, MtStepStats *st)
     }
     int lo, hi;
     mt_dp_range(dp->M, dp->N, dp->rank, &lo, &hi);
-    int64_t off = (int64_t)lo * tc->micro * tc->seq;
-    mt_batch_fill(data, tc->seed, tr->step, lo * tc->micro, (hi - lo) * tc->micro, tc->seq,
-                  tr->inputs + off, tr->targets + off);
+    mt_trainer_fill(tr, data, lo * tc->micro, (hi - lo) * tc->micro, lo * tc->micro);
     float loss = mt_trainer_forward_backward_range(tr, lo, hi);
     wait_pending(dp);
     double t = mt_now();

@@ -1,6 +1,8 @@
 /* engine.c - one training engine built from a layout (see mt_engine.h). */
 #include "mt_engine.h"
 
+#include "mt_backend.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,7 +177,7 @@ static MtStatus par_save(MtComm *c, const char *dir, const MtConfig *cfg, const 
     return !bad ? MT_OK : root ? s : mt_error(MT_EIO, "rank 0 could not save %s", dir);
 }
 
-MtStatus mt_engine_save(MtEngine *e, const char *dir)
+static MtStatus save(MtEngine *e, const char *dir)
 {
     MtTrainer *tr = &e->tr;
     MtComm *c = e->c;
@@ -218,7 +220,7 @@ MtStatus mt_engine_save(MtEngine *e, const char *dir)
     return par_save(c, dir, &tc->cfg, tr->table, tr->nparams, &ts, mt_dp_piece, &pc, mt_dp_piece, &mc, P, M, V);
 }
 
-MtStatus mt_engine_load(MtEngine *e, const char *dir)
+static MtStatus load(MtEngine *e, const char *dir)
 {
     MtTrainer *tr = &e->tr;
     MtDp *dp = e->dp;
@@ -244,6 +246,71 @@ MtStatus mt_engine_load(MtEngine *e, const char *dir)
         return s;
     return zero > 0 ? mt_ckpt_load_pieces(dir, tr->table, tr->nparams, mt_dp_piece, &mc, NULL, tr->m, tr->v)
                     : mt_ckpt_load_moments(dir, tr->table, tr->nparams, tr->m, tr->v);
+}
+
+/* A device whose memory the host cannot read: the checkpoint's writer and reader see host
+ * copies of the rank's parameters and moments, in the trainer's place for the call.  The
+ * pipeline's tied-embedding replica is a buffer of its own, not staged: a pipeline on such a
+ * device is the CUDA backend's to wire (docs/design.md, the backend). */
+typedef struct {
+    float *dev[3];
+    size_t bytes[3];
+} Staged;
+
+static void stage_in(MtEngine *e, Staged *st, int download)
+{
+    MtTrainer *tr = &e->tr;
+    const MtTrainConfig *tc = &tr->tc;
+    MT_ASSERT(!e->pp, "a pipeline's checkpoint on the %s backend (its memory is not the host's)", mt_be()->name);
+    float **arr[3] = {&tr->params, &tr->m, &tr->v};
+    int64_t len[3] = {tc->params_len, tc->optim_len, tc->optim_len};
+    for (int k = 0; k < 3; k++) {
+        st->dev[k] = *arr[k];
+        st->bytes[k] = sizeof(float) * (size_t)(len[k] > 0 ? len[k] : tr->nfloats);
+        if (!st->dev[k])
+            continue;
+        float *h = malloc(st->bytes[k]);
+        MT_ASSERT(h, "no host memory to stage %zu bytes of the training state", st->bytes[k]);
+        if (download)
+            mt_be()->download(h, st->dev[k], st->bytes[k]);
+        *arr[k] = h;
+    }
+}
+
+static void stage_out(MtEngine *e, Staged *st, int upload)
+{
+    MtTrainer *tr = &e->tr;
+    float **arr[3] = {&tr->params, &tr->m, &tr->v};
+    for (int k = 0; k < 3; k++) {
+        if (!st->dev[k])
+            continue;
+        if (upload)
+            mt_be()->upload(st->dev[k], *arr[k], st->bytes[k]);
+        free(*arr[k]);
+        *arr[k] = st->dev[k];
+    }
+}
+
+MtStatus mt_engine_save(MtEngine *e, const char *dir)
+{
+    if (mt_be()->host_memory)
+        return save(e, dir);
+    Staged st;
+    stage_in(e, &st, 1);
+    MtStatus s = save(e, dir);
+    stage_out(e, &st, 0);
+    return s;
+}
+
+MtStatus mt_engine_load(MtEngine *e, const char *dir)
+{
+    if (mt_be()->host_memory)
+        return load(e, dir);
+    Staged st;
+    stage_in(e, &st, 1); /* what the checkpoint leaves alone (wte's padding rows) stays */
+    MtStatus s = load(e, dir);
+    stage_out(e, &st, s == MT_OK);
+    return s;
 }
 
 /* ---- the replica check ---- */

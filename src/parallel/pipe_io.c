@@ -40,7 +40,8 @@ void mt_pipe_eval_windows(MtPipe *p, const MtTokens *data, int64_t lo, int64_t h
             if (ch->head) {
                 pipe_params_need(p, tc->cfg.L + 1, -1);
                 mt_model_head_forward(&tc->cfg, &p->w, &a, x, tr->targets, 0.0f);
-                mt_eval_window_sums(a.losses, real, T, sums + (int64_t)j * tc->micro);
+                mt_eval_window_sums(mt_trainer_host_losses(tr, a.losses, (int64_t)real * T), real, T,
+                                    sums + (int64_t)j * tc->micro);
             } else
                 mt_send(p->c, MT_GROUP_PP, x, n, (stage + 1) % p->P);
         }

@@ -3,6 +3,7 @@
  * round-robin leaves' reduce-scatters into the tree over rounds, the contiguous runs' reduce
  * after the copy's tree, the norm's block sums, AdamW on the chunks, FSDP's unit slots. */
 #include "pipe_internal.h"
+#include "mt_backend.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -132,7 +133,7 @@ void pipe_zero_blocks(MtPipe *p, double *mine, MtRequest **wte)
         a = a > wlo ? a : wlo;
         b = b < whi ? b : whi;
         if (p->zunit[i] == 0 && a < b)
-            memcpy(pipe_gchunk(p, i) + (a - cl), p->tr->grads + a, sizeof(float) * (size_t)(b - a));
+            mt_be()->copy(pipe_gchunk(p, i) + (a - cl), p->tr->grads + a, b - a);
     }
     int64_t nb = m->shard_len / MT_NORM_BLOCK;
     double *all = p->zblocks + nb;
@@ -152,7 +153,7 @@ void pipe_zero_reduce(MtPipe *p)
 {
     MtTrainer *tr = p->tr;
     if (p->ch[0].embed) /* the wte part comes whole (and reduced) from the last stage */
-        memset(tr->grads + p->ch[0].loff, 0, sizeof(float) * (size_t)p->ch[0].skip);
+        mt_be()->zero(tr->grads + p->ch[0].loff, p->ch[0].skip);
     for (int i = 0; i < p->zmap.nunits; i++) /* through zstage, back into the unit's chunk */
         mt_sharded_reduce(&p->zsh, i, tr->grads, pipe_gchunk(p, i), p->zstage);
 }
@@ -193,10 +194,10 @@ void mt_pipe_gather_state(MtPipe *p, float *params, float *m, float *v)
     const MtShardMap *z = &p->zmap;
     int64_t n = mt_pipe_stage_floats(p);
     if (!fsdp(p))
-        memcpy(params, p->tr->params, sizeof(float) * (size_t)n);
+        mt_be()->download(params, p->tr->params, sizeof(float) * (size_t)n);
     if (p->o.zero_dp <= 1) {
-        memcpy(m, p->tr->m, sizeof(float) * (size_t)n);
-        memcpy(v, p->tr->v, sizeof(float) * (size_t)n);
+        mt_be()->download(m, p->tr->m, sizeof(float) * (size_t)n);
+        mt_be()->download(v, p->tr->v, sizeof(float) * (size_t)n);
         return;
     }
     for (int i = 0; i < z->nunits; i++) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mt_kernels.h"
+#include "mt_backend.h"
 
 /* ---- transfers ---- */
 
@@ -82,7 +82,7 @@ static void send(MtPipe *p, MtGroupKind g, int peer, int t, const float *x, int6
 {
     MT_ASSERT(p->send_next < p->nsend, "more sends than the list holds");
     float *b = p->sendb[p->send_next];
-    memcpy(b, x, sizeof(float) * (size_t)n);
+    mt_be()->copy(b, x, n);
     double t0 = mt_now();
     p->send_req[p->send_next++] = mt_isend(p->c, g, b, n, peer, t);
     /* A peer already waiting for this gets it now, not at our next poll a kernel later (a
@@ -121,16 +121,16 @@ static void poll_e(MtPipe *p, int wait)
         p->e_posted[h] = 0;
         if (tc->tp) { /* a tensor-parallel rank adds the rows of its vocabulary slice */
             MtTpLocal lo = mt_tp_local(&tc->cfg, tc->tp, tc->micro * tc->seq);
-            mt_tp_embed_backward_rows(p->hslot[h], p->eland[h], tokens_of(p, p->e_next), lo.v0, lo.Vl,
+            mt_be()->tp_embed_backward_rows(p->hslot[h], p->eland[h], tokens_of(p, p->e_next), lo.v0, lo.Vl,
                                       tc->micro * tc->seq, tc->cfg.C);
         } else
-            mt_encoder_backward(p->hslot[h], NULL, p->eland[h], tokens_of(p, p->e_next), tc->micro, tc->seq, tc->cfg.C);
+            mt_be()->encoder_backward(p->hslot[h], NULL, p->eland[h], tokens_of(p, p->e_next), tc->micro, tc->seq, tc->cfg.C);
         const MtTreeStep *ts = &p->plan[p->wtstep];
         MT_ASSERT(ts->leaf == p->e_next, "embedding leaf %d out of order (plan expects %d)", p->e_next, ts->leaf);
         float *bufs[MT_TREE_MAX_BUFS]; /* the tree's buffers, the leaf buffer being the H slot */
         memcpy(bufs, p->wbuf, sizeof(float *) * (size_t)p->nwbuf);
         if (ts->buf < p->nwbuf)
-            memcpy(p->wbuf[ts->buf], p->hslot[h], sizeof(float) * (size_t)VC);
+            mt_be()->copy(p->wbuf[ts->buf], p->hslot[h], VC);
         else
             bufs[ts->buf] = p->hslot[h];
         if (rr(p)) { /* round-robin: the round's leaves over the copies (a subtree), at this E */
@@ -187,7 +187,7 @@ static void forward(MtPipe *p, const MtAction *a)
         pipe_params_need(p, 0, ch->l0 + 1);
         mt_model_embed_forward(&tc->cfg, &p->w, s, p->tr->inputs + off);
     } else {
-        memcpy(s->encoded, p->land[land], sizeof(float) * (size_t)rows(p));
+        mt_be()->copy(s->encoded, p->land[land], rows(p));
         p->land_key[land] = -1;
     }
     const float *x = s->encoded;
@@ -217,7 +217,7 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
               ts->leaf);
     float *g = rr(p) ? tr->grads : p->gbuf[ts->buf]; /* round-robin: the leaf buffer, reduced at leaf_end */
     if (ch->embed) /* wpe adds its rows (wte comes whole from the last rank); the rest is assigned */
-        memset(g + ch->loff + ch->skip, 0, sizeof(float) * (size_t)(tr->unit_hi[0] - ch->lo - ch->skip));
+        mt_be()->zero(g + ch->loff + ch->skip, tr->unit_hi[0] - ch->lo - ch->skip);
     int uf, ul;
     pipe_units(p, ch, &uf, &ul);
     for (int u = uf; u <= ul; u++)
@@ -225,7 +225,7 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
     gv->fresh = 1;
     if (ch->head) {
         int h = take_hslot(p, mb);
-        memset(p->hslot[h], 0, sizeof(float) * (size_t)tr->table[0].numel);
+        mt_be()->zero(p->hslot[h], tr->table[0].numel);
         gv->wte = p->hslot[h];
     }
     return g;
@@ -269,7 +269,7 @@ static void backward(MtPipe *p, const MtAction *a, int split)
     if (ch->head)
         pipe_params_need(p, cfg->L + 1, ch->l1);
     if (!ch->head) {
-        memcpy(s->dres, p->land[land], sizeof(float) * (size_t)rows(p));
+        mt_be()->copy(s->dres, p->land[land], rows(p));
         p->land_key[land] = -1;
     } else if (split)
         mt_model_head_backward_input(cfg, &p->w, s, xh, stash(p, ch, slot, STASH_HEAD));
@@ -286,14 +286,14 @@ static void backward(MtPipe *p, const MtAction *a, int split)
     }
     if (ch->embed && split) { /* every row (gathered over tp with sequence parallelism): W's wpe, SEND_E */
         const float *d = tr->tc.tp ? mt_tp_all_rows(cfg, s) : s->dres;
-        memcpy(stash(p, ch, slot, STASH_EMBED), d, sizeof(float) * (size_t)erows(p));
+        mt_be()->copy(stash(p, ch, slot, STASH_EMBED), d, erows(p));
         if (p->erows)
-            memcpy(p->erows, d, sizeof(float) * (size_t)erows(p));
+            mt_be()->copy(p->erows, d, erows(p));
     }
     else if (ch->embed) { /* wpe here; the token rows go to the last rank (SEND_E) */
         mt_model_embed_backward(cfg, NULL, gv.wpe, s, tokens_of(p, a->mb));
         if (p->erows) /* sequence parallelism: all rows, as the embedding's backward gathered them */
-            memcpy(p->erows, s->tpfull, sizeof(float) * (size_t)erows(p));
+            mt_be()->copy(p->erows, s->tpfull, erows(p));
     }
     if (!split)
         leaf_end(p, ch, a->mb);
@@ -322,7 +322,7 @@ static void weights(MtPipe *p, const MtAction *a)
         progress(p);
     }
     if (ch->embed)
-        mt_encoder_backward(NULL, gv.wpe, stash(p, ch, slot, STASH_EMBED), tokens_of(p, a->mb), tc->micro, tc->seq,
+        mt_be()->encoder_backward(NULL, gv.wpe, stash(p, ch, slot, STASH_EMBED), tokens_of(p, a->mb), tc->micro, tc->seq,
                             tc->cfg.C);
     leaf_end(p, ch, a->mb);
     busy(p, t0, MT_ACT_W, a);
@@ -472,15 +472,12 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     const MtOptimConfig *oc = &tc->oc;
     int64_t VC = tr->table[0].numel;
     if (!rr(p))
-        mt_batch_fill(data, tc->seed, tr->step, p->o.first_mb * tc->micro, p->o.M * tc->micro, tc->seq, tr->inputs,
-                      tr->targets);
+        mt_trainer_fill(tr, data, p->o.first_mb * tc->micro, p->o.M * tc->micro, 0);
     for (int j = 0; rr(p) && j < p->o.M; j++) { /* round-robin: round j's micro-batch of this copy */
-        int64_t at = (int64_t)j * tc->micro * tc->seq;
-        mt_batch_fill(data, tc->seed, tr->step, (p->o.first_mb + j * p->o.mb_stride) * tc->micro, tc->micro, tc->seq,
-                      tr->inputs + at, tr->targets + at);
+        mt_trainer_fill(tr, data, (p->o.first_mb + j * p->o.mb_stride) * tc->micro, tc->micro, j * tc->micro);
     }
     if (rr(p) && p->ch[0].embed) /* the leaves' wte part stays zero: it comes whole from the last rank */
-        memset(tr->grads + p->ch[0].loff, 0, sizeof(float) * (size_t)p->ch[0].skip);
+        mt_be()->zero(tr->grads + p->ch[0].loff, p->ch[0].skip);
     for (int k = 0; k < p->V; k++) {
         MtPipeChunk *ch = &p->ch[k];
         ch->nfree = ch->nsets;

@@ -1,5 +1,6 @@
 /* sharded.c - sharded state over a group (see mt_sharded.h). */
 #include "mt_sharded.h"
+#include "mt_backend.h"
 
 #include <string.h>
 
@@ -35,7 +36,7 @@ void mt_sharded_reduce(MtSharded *s, int i, const float *whole, float *dst, floa
     double t = mt_now();
     mt_reduce_scatter(s->c, MT_GROUP_DP_SHARD, whole + m->lo[i], stage ? stage : dst, m->len[i], s->det);
     if (stage)
-        memcpy(dst, stage, sizeof(float) * (size_t)m->chunk[i]);
+        mt_be()->copy(dst, stage, m->chunk[i]);
     clock_add(s, t);
     mt_sharded_across_copies(s, dst, m->chunk[i]);
 }

@@ -149,7 +149,7 @@ void mt_tpe_step(MtTpe *t, const MtTokens *data, MtStepStats *st)
     MtTrainer *tr = t->tr;
     const MtTrainConfig *tc = &tr->tc;
     t->comm_s = 0.0;
-    mt_batch_fill(data, tc->seed, tr->step, 0, tc->batch, tc->seq, tr->inputs, tr->targets);
+    mt_trainer_fill(tr, data, 0, tc->batch, 0);
     st->loss = mt_trainer_forward_backward(tr);
     mt_trainer_update(tr, st);
     if (t->ctx.r == 1 && mt_test_hooks.tp_drift) { /* test hook (mt_testhooks.h) */

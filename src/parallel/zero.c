@@ -2,6 +2,7 @@
  * parameters (see mt_dp.h and mt_shard.h).  The lower half of the data-parallel family:
  * dp.c (DDP, the shared step) calls into it, never the other way. */
 #include "mt_dp.h"
+#include "mt_backend.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -145,7 +146,7 @@ static void grads_need(MtDp *dp, int u)
         mt_dp_wait(dp, dp->ugrad_req[s]);
         dp->ugrad_req[s] = NULL;
     }
-    memset(dp->ugrad[s], 0, sizeof(float) * (size_t)dp->map.len[u]);
+    mt_be()->zero(dp->ugrad[s], dp->map.len[u]);
     mt_weights_view_unit(&tr->tc.cfg, tr->table, tr->nparams, u, dp->ugrad[s], &dp->gview);
 }
 
@@ -222,9 +223,7 @@ void mt_zero_step(MtDp *dp, const MtTokens *data, MtStepStats *st)
     int R = dp->rounds, N = dp->N;
     for (int j = 0; j < R; j++) {
         int k = j * N + dp->rank;
-        int64_t off = (int64_t)k * tc->micro * tc->seq;
-        mt_batch_fill(data, tc->seed, tr->step, k * tc->micro, tc->micro, tc->seq, tr->inputs + off,
-                      tr->targets + off);
+        mt_trainer_fill(tr, data, k * tc->micro, tc->micro, k * tc->micro);
     }
     float *mine = dp->leaf_loss + (int64_t)dp->rank * R, *all = dp->leaf_loss + (int64_t)dp->M;
     float *bufs[MT_TREE_MAX_BUFS] = {tr->grads}; /* the rounds as the tree (mt_accum.h): result, temporaries */
@@ -334,10 +333,10 @@ void mt_dp_gather_state(MtDp *dp, float *params, float *m, float *v)
     const MtShardMap *sm = &dp->map;
     size_t bytes = sizeof(float) * (size_t)tr->nfloats;
     if (dp->o.zero < 3)
-        memcpy(params, tr->params, bytes);
+        mt_be()->download(params, tr->params, bytes);
     if (dp->o.zero == 0) {
-        memcpy(m, tr->m, bytes);
-        memcpy(v, tr->v, bytes);
+        mt_be()->download(m, tr->m, bytes);
+        mt_be()->download(v, tr->v, bytes);
         return;
     }
     for (int u = 0; u < sm->nunits; u++) {

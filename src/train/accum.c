@@ -1,6 +1,7 @@
 /* accum.c - the accumulation order as a plan, its executor and its loss (see mt_accum.h). */
 #include "mt_accum.h"
 
+#include "mt_backend.h"
 #include "mt_core.h"
 
 int mt_accum_depth(int n)
@@ -62,11 +63,7 @@ int mt_tree_temps(int M) { return mt_tree_temps_blocks(M, 1); }
 int mt_accum_adds(const MtTreeStep *steps, int nsteps, int at, float *const *bufs, int64_t off, int64_t n)
 {
     for (at++; at < nsteps && steps[at].leaf < 0; at++) {
-        float *dst = bufs[steps[at].buf] + off;
-        const float *src = bufs[steps[at].src] + off;
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            dst[i] += src[i];
+        mt_be()->add(bufs[steps[at].buf] + off, bufs[steps[at].src] + off, n);
     }
     return at;
 }

@@ -60,7 +60,10 @@ typedef struct {
                                     * technique keeps its own tree (no tree or leaf buffers here) */
     MtWeights w;
     MtActs acts;
-    int32_t *inputs, *targets;     /* one global batch (batch x seq each) */
+    int32_t *inputs, *targets;     /* one global batch (batch x seq each), on the device */
+    int32_t *host_inputs, *host_targets; /* the same, filled on the host (mt_trainer_fill; the
+                                    * device arrays themselves where the device is host memory) */
+    float *host_losses;            /* a micro-batch's token losses, read on the host (evaluation) */
     int64_t unit_lo[MT_MAX_LAYERS + 2], unit_hi[MT_MAX_LAYERS + 2]; /* padded unit spans */
     int64_t unit_end[MT_MAX_LAYERS + 2]; /* where each unit's tensors end (its padding begins) */
     int nunits;
@@ -120,6 +123,13 @@ float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, cons
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st);
 /* The same with the gradient norm given (a technique that sums it over ranks). */
 void mt_trainer_apply(MtTrainer *tr, double norm, MtStepStats *st);
+/* Rows [first, first + rows) of the step's batch (mt_batch_fill) into the host arrays at
+ * row `at`, then onto the device: the one way tokens reach tr->inputs / tr->targets. */
+void mt_trainer_fill(MtTrainer *tr, const MtTokens *data, int64_t first, int64_t rows, int64_t at);
+/* Elements [at, at + n) of the host token arrays onto the device. */
+void mt_trainer_upload_tokens(MtTrainer *tr, int64_t at, int64_t n);
+/* The token losses of a forward pass (n floats, device) where the host reads them. */
+const float *mt_trainer_host_losses(MtTrainer *tr, const float *losses, int64_t n);
 /* Fetches the step's batch from data and runs forward_backward + update. */
 void mt_trainer_step(MtTrainer *tr, const MtTokens *data, MtStepStats *st);
 /* ---- evaluation: a validation loss that does not depend on the layout ----

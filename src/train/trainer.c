@@ -1,12 +1,12 @@
 /* trainer.c - single-device training: allocation, canonical accumulation, update. */
 #include "mt_train.h"
 
+#include "mt_backend.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mt_gemm.h"
-#include "mt_kernels.h"
 #include "mt_testhooks.h"
 #include "mt_tp.h"
 
@@ -85,8 +85,14 @@ void mt_trainer_param_init(const MtTrainer *tr, int p, int64_t a, int64_t b, flo
 {
     const MtTrainConfig *tc = &tr->tc;
     const MtParam *pp = &tr->table[p];
-    if (!tc->tp) {
-        mt_param_init(pp, tc->cfg.L, tc->seed, a, b, dst);
+    if (!tc->tp) { /* on the host, then onto the device (dst itself where it is host memory) */
+        float *host = mt_be()->host_memory ? dst : malloc(sizeof(float) * (size_t)(b - a));
+        MT_ASSERT(host, "out of memory to initialise %s", pp->name);
+        mt_param_init(pp, tc->cfg.L, tc->seed, a, b, host);
+        if (host != dst) {
+            mt_be()->upload(dst, host, sizeof(float) * (size_t)(b - a));
+            free(host);
+        }
         return;
     }
     MtParam *whole = calloc((size_t)tr->nparams, sizeof(MtParam)); /* the slice, then its range */
@@ -94,7 +100,7 @@ void mt_trainer_param_init(const MtTrainer *tr, int p, int64_t a, int64_t b, flo
     MT_ASSERT(whole && slice, "out of memory to initialise %s", pp->name);
     mt_param_table(&tc->cfg, whole);
     mt_tp_init_slice(&whole[p], tc->cfg.L, tc->seed, tc->tp->N, tc->tp->r, tc->tp->Vp, slice);
-    memcpy(dst, slice + a, sizeof(float) * (size_t)(b - a));
+    mt_be()->upload(dst, slice + a, sizeof(float) * (size_t)(b - a));
     free(slice);
     free(whole);
 }
@@ -114,15 +120,22 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     MT_TRY(check(tc));
     tr->tc = *tc;
     mt_mem_init(&tr->mem);
+    mt_mem_use(&tr->mem, mt_be()->alloc, mt_be()->free); /* the bytes are the backend's device's */
     if (tc->fail_alloc_after > 0)
         mt_mem_set_fail_after(&tr->mem, tc->fail_alloc_after - 1);
     const MtConfig *cfg = &tc->cfg;
     tr->nparams = mt_param_count(cfg);
     tr->table = calloc((size_t)tr->nparams, sizeof(MtParam));
     int64_t gb = (int64_t)tc->batch * tc->seq;
-    tr->inputs = malloc(sizeof(int32_t) * (size_t)gb);
-    tr->targets = malloc(sizeof(int32_t) * (size_t)gb);
-    if (!tr->table || !tr->inputs || !tr->targets)
+    /* the batch's tokens (not counted: they are not the model's state) */
+    tr->inputs = mt_be()->alloc(sizeof(int32_t) * (size_t)gb);
+    tr->targets = mt_be()->alloc(sizeof(int32_t) * (size_t)gb);
+    int host = mt_be()->host_memory;
+    int64_t nloss = (int64_t)tc->micro * tc->seq;
+    tr->host_inputs = host ? tr->inputs : malloc(sizeof(int32_t) * (size_t)gb);
+    tr->host_targets = host ? tr->targets : malloc(sizeof(int32_t) * (size_t)gb);
+    tr->host_losses = host ? NULL : malloc(sizeof(float) * (size_t)nloss);
+    if (!tr->table || !tr->inputs || !tr->targets || !tr->host_inputs || !tr->host_targets || (!host && !tr->host_losses))
         goto oom;
     tr->nfloats = mt_trainer_table(tc, tr->table);
     tr->nunits = cfg->L + 2;
@@ -157,21 +170,8 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     if (tc->params_len > 0)
         return MT_OK; /* sharded: views and values are the technique's */
     mt_weights_view(cfg, tr->table, tr->params, &tr->w);
-    if (tc->tp) { /* each slice alone, from the whole tensor's element indices */
-        MtParam *whole = calloc((size_t)tr->nparams, sizeof(MtParam));
-        if (!whole)
-            goto oom;
-        mt_param_table(cfg, whole);
-        for (int p = 0; p < tr->nparams; p++)
-            mt_tp_init_slice(&whole[p], cfg->L, tc->seed, tc->tp->N, tc->tp->r, tc->tp->Vp,
-                             tr->params + tr->table[p].offset);
-        free(whole);
-        return MT_OK;
-    }
-    for (int p = 0; p < tr->nparams; p++) {
-        const MtParam *pp = &tr->table[p];
-        mt_param_init(pp, cfg->L, tc->seed, 0, pp->numel, tr->params + pp->offset);
-    }
+    for (int p = 0; p < tr->nparams; p++)
+        mt_trainer_param_init(tr, p, 0, tr->table[p].numel, tr->params + tr->table[p].offset);
     return MT_OK;
 oom:
     mt_trainer_free(tr);
@@ -199,10 +199,17 @@ void mt_trainer_free(MtTrainer *tr)
     free(tr->plan_loss);
     tr->plan = NULL;
     tr->plan_loss = NULL;
-    free(tr->inputs);
-    free(tr->targets);
+    int64_t gb = (int64_t)tc->batch * tc->seq;
+    if (tr->host_inputs != tr->inputs)
+        free(tr->host_inputs);
+    if (tr->host_targets != tr->targets)
+        free(tr->host_targets);
+    free(tr->host_losses);
+    mt_be()->free(tr->inputs, sizeof(int32_t) * (size_t)gb);
+    mt_be()->free(tr->targets, sizeof(int32_t) * (size_t)gb);
     tr->table = NULL;
-    tr->inputs = tr->targets = NULL;
+    tr->inputs = tr->targets = tr->host_inputs = tr->host_targets = NULL;
+    tr->host_losses = NULL;
 }
 
 float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, const MtUnitHooks *h)
@@ -221,9 +228,9 @@ float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, cons
 static float leaf(MtTrainer *tr, int k, float *gbuf, const MtUnitHooks *h)
 {
     MtWeights g;
-    memset(gbuf, 0, sizeof(float) * (size_t)tr->unit_hi[0]);
+    mt_be()->zero(gbuf, tr->unit_hi[0]);
     for (int u = 1; u < tr->nunits; u++)
-        memset(gbuf + tr->unit_end[u], 0, sizeof(float) * (size_t)(tr->unit_hi[u] - tr->unit_end[u]));
+        mt_be()->zero(gbuf + tr->unit_end[u], tr->unit_hi[u] - tr->unit_end[u]);
     mt_weights_view(&tr->tc.cfg, tr->table, gbuf, &g);
     g.fresh = 1;
     return mt_trainer_micro_grad_views(tr, k, &g, h);
@@ -308,8 +315,10 @@ float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi)
 
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st)
 {
-    if (tr->tc.test_nan_step == tr->step + 1 && tr->grads) /* test hook: a gradient gone bad */
-        tr->grads[0] = NAN;
+    if (tr->tc.test_nan_step == tr->step + 1 && tr->grads) { /* test hook: a gradient gone bad */
+        float nan = NAN;
+        mt_be()->upload(tr->grads, &nan, sizeof nan);
+    }
     double sumsq = tr->sumsq ? tr->sumsq(tr->sumsq_ctx) : mt_grad_sumsq(tr->table, tr->nparams, tr->grads);
     mt_trainer_apply(tr, sqrt(sumsq), st);
 }
@@ -326,10 +335,31 @@ void mt_trainer_apply(MtTrainer *tr, double norm, MtStepStats *st)
     st->lr = lr;
 }
 
+void mt_trainer_upload_tokens(MtTrainer *tr, int64_t at, int64_t n)
+{
+    mt_be()->upload(tr->inputs + at, tr->host_inputs + at, sizeof(int32_t) * (size_t)n);
+    mt_be()->upload(tr->targets + at, tr->host_targets + at, sizeof(int32_t) * (size_t)n);
+}
+
+void mt_trainer_fill(MtTrainer *tr, const MtTokens *data, int64_t first, int64_t rows, int64_t at)
+{
+    const MtTrainConfig *tc = &tr->tc;
+    int64_t o = at * tc->seq;
+    mt_batch_fill(data, tc->seed, tr->step, (int)first, (int)rows, tc->seq, tr->host_inputs + o, tr->host_targets + o);
+    mt_trainer_upload_tokens(tr, o, rows * tc->seq);
+}
+
+const float *mt_trainer_host_losses(MtTrainer *tr, const float *losses, int64_t n)
+{
+    if (!tr->host_losses)
+        return losses;
+    mt_be()->download(tr->host_losses, losses, sizeof(float) * (size_t)n);
+    return tr->host_losses;
+}
+
 void mt_trainer_step(MtTrainer *tr, const MtTokens *data, MtStepStats *st)
 {
-    mt_batch_fill(data, tr->tc.seed, tr->step, 0, tr->tc.batch, tr->tc.seq, tr->inputs,
-                  tr->targets);
+    mt_trainer_fill(tr, data, 0, tr->tc.batch, 0);
     st->loss = mt_trainer_forward_backward(tr);
     mt_trainer_update(tr, st);
 }
@@ -351,9 +381,10 @@ int mt_trainer_eval_pass(MtTrainer *tr, const MtTokens *data, int64_t lo, int64_
     int b = *real > 0 ? *real : 1;
     for (int k = 0; k < b; k++) {
         int64_t s = *real > 0 ? (first + k) * T : 0;
-        memcpy(tr->inputs + (int64_t)k * T, data->tok + s, sizeof(int32_t) * T);
-        memcpy(tr->targets + (int64_t)k * T, data->tok + s + 1, sizeof(int32_t) * T);
+        memcpy(tr->host_inputs + (int64_t)k * T, data->tok + s, sizeof(int32_t) * T);
+        memcpy(tr->host_targets + (int64_t)k * T, data->tok + s + 1, sizeof(int32_t) * T);
     }
+    mt_trainer_upload_tokens(tr, 0, (int64_t)b * T);
     return b;
 }
 
@@ -383,7 +414,8 @@ void mt_trainer_eval_windows(MtTrainer *tr, const MtTokens *data, int64_t lo, in
         MtActs a = tr->acts; /* same buffers, fewer rows */
         a.B = b;
         mt_model_forward(&tc->cfg, &tr->w, &a, tr->inputs, tr->targets, 0.0f, &tr->hooks);
-        mt_eval_window_sums(a.losses, real, tc->seq, sums + (int64_t)j * tc->micro);
+        mt_eval_window_sums(mt_trainer_host_losses(tr, a.losses, (int64_t)real * tc->seq), real, tc->seq,
+                            sums + (int64_t)j * tc->micro);
     }
 }
 

@@ -74,6 +74,40 @@ void mt_channel_range(int C, int *c0, int *c1);
 /* exp with relative error below 3e-7, as the kernels vectorise it (exposed for tests). */
 float mt_expf(float x);
 
+/* ---- tensor parallelism's element-wise kernels (tp_kernels.c; the blocked sums around
+ * them are the model's, mt_tp.h) ---- */
+
+/* out (N,OC) = (resid + bias) + S, either of resid and bias NULL; out may alias resid. */
+void mt_tp_rowpar_finish(float *out, const float *S, const float *bias, const float *resid, int N, int OC);
+/* S (N,C) = sum over the nb blocks of dout (N, OC) @ w (C, OC)^T.  heads 0: block j is
+ * columns [j OC/nb, (j+1) OC/nb); heads 1: OC = 3 Cl holds q | k | v and block j is the
+ * columns [j Cl/nb, (j+1) Cl/nb) of each, three products added in the order q, k, v. */
+/* The embedding over vocabulary rows [v0, v0 + Vl): out[n] = wte[tokens[n] - v0] for the
+ * rank's own tokens, 0 for the others (then summed over the group, and wpe added by
+ * mt_tp_embed_finish to rows [row0, row0 + rows) of the flat (B, T) order); backward: dwte
+ * rows += dout for the rank's tokens, in row order. */
+void mt_tp_embed_lookup(float *out, const int32_t *tokens, const float *wte, int64_t v0, int64_t Vl, int N, int C);
+void mt_tp_embed_finish(float *out, const float *wpe, int row0, int rows, int T, int C);
+void mt_tp_embed_backward_rows(float *dwte, const float *dout, const int32_t *tokens, int64_t v0, int64_t Vl, int N,
+                               int C);
+
+/* The vocabulary-parallel cross-entropy, in three steps around two all-gathers.  logits
+ * (N, Vl) hold columns [v0, v0 + Vl) of the padded vocabulary; columns >= V are padding
+ * (masked).  1: each row's max over the rank's real columns (-inf if none), into mx (N). */
+void mt_tp_xent_max(float *mx, const float *logits, int64_t v0, int64_t Vl, int64_t V, int N);
+/* the maxima over ranks of the all-gathered row maxima (nranks x N) */
+void mt_tp_xent_reduce_max(float *mx, const float *all, int nranks, int N);
+/* 2: given the row maxima mx (N), stats (4 floats per row): the sum of exp(x - mx) over the
+ * rank's real columns as the tree over its nb blocks (a double, in the first two floats),
+ * then the target logit if v0 <= target < v0 + Vl, else 0, then 0. */
+void mt_tp_xent_sums(float *stats, const float *logits, const float *mx, const int32_t *targets, int64_t v0,
+                     int64_t Vl, int64_t V, int N, int nb);
+/* 3: the ranks' stats (rank-major, nranks x N x 4) combined (sums as the pairwise tree
+ * over ranks, target logits added) into losses (N); if dscale != 0 the logits are replaced
+ * by dscale (p - onehot), padding 0.  Returns the sum of the losses in row order. */
+double mt_tp_xent_finish(float *logits, float *losses, const float *all_stats, int nranks, const float *mx,
+                         const int32_t *targets, int64_t v0, int64_t Vl, int64_t V, int N, float dscale);
+
 /* Number of threads the kernels use (OpenMP); set once at start-up. */
 void mt_kernels_set_threads(int threads);
 int mt_kernels_threads(void);
