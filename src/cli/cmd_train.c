@@ -621,10 +621,15 @@ int mt_cmd_train(int full_argc, char **full_argv)
             mt_plan_memory(&tc, &pl, r, b);
             int64_t cb[3];
             mt_plan_comm(&tc, &pl, r, cb);
+            int defer, nh = mt_plan_head(&tc, &pl, r, &defer);
             printf("plan rank %d: params %lld grads %lld optimizer %lld activations %lld bytes; sends dp %lld tp %lld "
-                   "pp %lld bytes per step\n", r, (long long)b[MT_MEM_PARAMS], (long long)b[MT_MEM_GRADS],
+                   "pp %lld bytes per step", r, (long long)b[MT_MEM_PARAMS], (long long)b[MT_MEM_GRADS],
                    (long long)b[MT_MEM_OPTIM], (long long)b[MT_MEM_ACTS], (long long)cb[0], (long long)cb[1],
                    (long long)cb[2]);
+            if (nh > 0) /* the last stage's tied head (docs/parallelism.md) */
+                printf("; tied head: %d micro-batch%s await%s their rows, %s", nh, nh > 1 ? "es" : "", nh > 1 ? "" : "s",
+                       defer ? "their operands kept (H_k computed when the rows arrive)" : "each as its H_k");
+            putchar('\n');
         }
         return 0;
     }

@@ -429,7 +429,8 @@ void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWei
     }
     int N = a->B * a->T, C = cfg->C;
     /* dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte */
-    mt_be()->gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
+    if (g->wte) /* NULL: later (mt_model_head_dwte) */
+        mt_be()->gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
     POLL(a);
     mt_be()->gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
     POLL(a);
@@ -555,8 +556,34 @@ void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, cons
         return;
     }
     int N = a->B * a->T, C = cfg->C;
-    mt_be()->gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
+    if (g->wte) /* NULL: later (mt_model_head_dwte) */
+        mt_be()->gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
     mt_be()->layernorm_backward(NULL, g->lnfw, g->lnfb, stash, x, NULL, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
+}
+
+/* the head's vocabulary columns on this rank */
+static int64_t head_cols(const MtConfig *cfg, const MtTpCtx *tp, int N)
+{
+    return tp ? mt_tp_local(cfg, tp, N).Vl : cfg->V;
+}
+
+int64_t mt_model_head_keep_floats(const MtConfig *cfg, const MtTpCtx *tp, int B, int T)
+{
+    int64_t N = (int64_t)B * T;
+    return N * (head_cols(cfg, tp, (int)N) + cfg->C);
+}
+
+void mt_model_head_keep(const MtConfig *cfg, const MtActs *a, float *keep)
+{
+    int64_t N = (int64_t)a->B * a->T, Vl = head_cols(cfg, a->tp, (int)N);
+    mt_be()->copy(keep, a->logits, N * Vl);
+    mt_be()->copy(keep + N * Vl, a->lnf, N * cfg->C);
+}
+
+void mt_model_head_dwte(const MtConfig *cfg, const MtTpCtx *tp, int B, int T, const float *keep, float *dwte)
+{
+    int N = B * T, C = cfg->C, Vl = (int)head_cols(cfg, tp, N);
+    mt_be()->gemm(1, 0, Vl, C, N, 1.0f, keep, Vl, keep + (int64_t)N * Vl, C, 1.0f, dwte, C, 0);
 }
 
 double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,

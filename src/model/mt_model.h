@@ -210,4 +210,13 @@ void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtAct
 void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, const float *x,
                                    const float *stash);
 
+/* The tied head's weight gradient later (a pipeline's last stage, whose leaf waits for the
+ * first stage's rows: mt_pipeline.h).  With g->wte NULL the head's backward (whole or W)
+ * leaves dwte out; mt_model_head_keep copies what it needs (the head's dlogits and ln_f
+ * output: mt_model_head_keep_floats) and mt_model_head_dwte then adds dlogits^T @ lnf from
+ * that copy into dwte: the same product on the same operands, the same bits. */
+int64_t mt_model_head_keep_floats(const MtConfig *cfg, const struct MtTpCtx *tp, int B, int T);
+void mt_model_head_keep(const MtConfig *cfg, const MtActs *a, float *keep);
+void mt_model_head_dwte(const MtConfig *cfg, const struct MtTpCtx *tp, int B, int T, const float *keep, float *dwte);
+
 #endif

@@ -277,7 +277,8 @@ void mt_tp_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeight
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     int Vl = (int)lo.Vl, add = !g->fresh;
     /* dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte, blocked */
-    mt_be()->gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
+    if (g->wte) /* NULL: later (mt_model_head_dwte) */
+        mt_be()->gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
     POLL(a);
     const float *dlnf = colpar_vocab(a, w->wte, N, C, Vl);
     mt_be()->zero(a->dres, (int64_t)lo.rows * C);
@@ -379,7 +380,8 @@ void mt_tp_head_backward_weight(const MtConfig *cfg, const MtWeights *g, MtActs 
     int N = a->B * a->T, C = cfg->C;
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     int Vl = (int)lo.Vl;
-    mt_be()->gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
+    if (g->wte) /* NULL: later (mt_model_head_dwte) */
+        mt_be()->gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
     rows_grads(a, 1, g->lnfw, g->lnfb, stash, x, a->lnf_mean, a->lnf_rstd, lo.rows, C, !g->fresh);
     MT_ASSERT(!a->tp->seqpar || g->fresh, "sequence parallelism sums the replicated gradients of fresh buffers only");
     float *rep[2] = {g->lnfw, g->lnfb};

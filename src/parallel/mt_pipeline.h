@@ -15,7 +15,11 @@
  *  - the tied embedding: the last rank holds a replica of wte.  It computes each
  *    micro-batch's LM-head part H_k, receives the first stage's gradient rows of k
  *    (SEND_E / E) and adds them to H_k row by row, as one device does; those leaves are
- *    summed by the same plan (a block's later ones straight from their H slot); at the end of the step the final wte gradient goes to the first stage
+ *    summed by the same plan (a block's later ones straight from their H slot).  Up to
+ *    nh micro-batches await their rows at once; where the head's operands (its dlogits
+ *    and ln_f output: mt_model_head_keep_floats) take fewer bytes than a wte gradient,
+ *    the rank keeps those instead and computes H_k at its E into one H slot (pipe_defer:
+ *    the same product, the same bits), so its gradients stay at 2x its parameters; at the end of the step the final wte gradient goes to the first stage
  *    (embed group), so both copies see the same gradient and take the same AdamW step;
  *  - the gradient norm: every rank's 512-float block sums are all-gathered over the pp
  *    group and added unit by unit, blocks in order: the single-device order.  The step's
@@ -125,8 +129,10 @@ typedef struct {
     float *wte, *wte_m, *wte_v, *wbuf[MT_MAX_TREE + 1];
     int nwbuf;
     float **hslot, **eland;
+    float **keep;                       /* defer: per awaiting micro-batch, the head's operands */
     MtRequest **ereq;
     int *h_mb, *e_posted, nh, wtstep, e_next, e_due;
+    int defer;                          /* 1: H_k is computed at its E from `keep` (one H slot) */
     float *erows;                       /* sequence parallelism, first rank: the embedding's rows for SEND_E */
     float *leaf_loss;
     float loss;                         /* the last rank's: the step's (over the copies) */
@@ -198,6 +204,9 @@ int64_t mt_pipe_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *en
  * `rank` (dp_rank: its rank in the dp_shard group), for tc as mt_pipe_configure left it: the tree's
  * temporaries, the last rank's wte replica with its moments, tree and H_k slots, ZeRO's
  * gradient chunks, as mt_pipe_init allocates them (added into bytes; mt_plan.h). */
+/* The last rank's tied head: how many micro-batches' H_k await their rows at once (0 on
+ * the other ranks), and whether it keeps their operands instead (*defer). */
+int mt_pipe_plan_head(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int *defer);
 void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int dp_rank,
                   int64_t bytes[MT_MEM_NCAT]);
 /* Bytes pipeline rank `rank` sends per step, as the comm layer counts them, into bytes

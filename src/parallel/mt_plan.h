@@ -31,5 +31,9 @@ void mt_plan_memory(const MtTrainConfig *tc, const MtEngineLayout *l, int rank, 
  * mt_tp_plan_step_bytes, mt_pipe_plan_comm), for a step that follows a step (an evaluation
  * sends nothing the step counts). */
 void mt_plan_comm(const MtTrainConfig *tc, const MtEngineLayout *l, int rank, int64_t bytes[3]);
+/* A pipeline's last stage: the micro-batches whose tied-head gradient H_k awaits the first
+ * stage's rows at once, and in *defer whether it keeps their head operands instead (H_k
+ * computed when the rows arrive: mt_pipeline.h); 0 on every other rank. */
+int mt_plan_head(const MtTrainConfig *tc, const MtEngineLayout *l, int rank, int *defer);
 
 #endif

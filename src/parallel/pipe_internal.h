@@ -23,6 +23,9 @@ static inline int slot_of(const MtPipe *p, int u) { return unit_slot(p->tr->tc.c
 /* floats of a micro-batch's residual stream on this rank (what crosses a stage boundary:
  * with sequence parallelism a tp rank's rows), and of all its rows (the embedding's rows
  * that go from the first stage to the last) */
+/* Whether the last rank keeps the head's operands (keep floats each) for its nh awaiting
+ * micro-batches and one H slot, rather than nh H slots of VC floats: whichever holds fewer. */
+static inline int pipe_defer(int64_t keep, int64_t VC, int nh) { return nh * keep + VC < nh * VC; }
 static inline int64_t erows(const MtPipe *p) { return (int64_t)p->tr->tc.micro * p->tr->tc.seq * p->tr->tc.cfg.C; }
 static inline int64_t rows(const MtPipe *p)
 {

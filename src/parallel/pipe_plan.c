@@ -31,10 +31,13 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
         bytes[MT_MEM_ACTS] += 4 * (int64_t)sets * (mt_acts_floats_shape(cfg, tc->micro, tc->seq, tc->threads, &sh) + stash);
     }
     free(list);
-    if (rank == P - 1) { /* the wte replica, its moments, its tree and the H_k awaiting rows */
+    if (rank == P - 1) { /* the wte replica, its moments, its tree and the H_k awaiting rows (or their operands) */
+        int64_t keep = mt_model_head_keep_floats(cfg, tc->tp, tc->micro, tc->seq);
+        int defer = pipe_defer(keep, VC, nh); /* as mt_pipe_plan_head */
         bytes[MT_MEM_PARAMS] += 4 * VC;
         bytes[MT_MEM_OPTIM] += 8 * VC;
-        bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - (mt_accum_block_size(tc) > 1) + nh) * VC;
+        bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - (mt_accum_block_size(tc) > 1) + (defer ? 1 : nh)) * VC;
+        bytes[MT_MEM_ACTS] += defer ? 4 * nh * keep : 0;
     }
     if (S > 0) { /* the reduced gradient's chunks (round-robin: with the tree over rounds); FSDP's slots */
         int64_t lo[MT_MAX_UNITS], hi[MT_MAX_UNITS], off = 0;
@@ -63,6 +66,21 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
         }
         bytes[MT_MEM_PARAMS] += 4 * (slot[0] + slot[1] + slot[2] + slot[3]);
     }
+}
+
+int mt_pipe_plan_head(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int *defer)
+{
+    *defer = 0;
+    if (rank != P - 1)
+        return 0;
+    MtSchedule s = {o->kind, P, o->M, o->V};
+    MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
+    MT_ASSERT(list, "out of memory");
+    int nh = mt_schedule_peak_wte(&s, list, mt_schedule_build(&s, rank, list));
+    free(list);
+    int64_t ulo[MT_MAX_UNITS], uhi[MT_MAX_UNITS], VC = mt_trainer_spans(tc, ulo, uhi);
+    *defer = pipe_defer(mt_model_head_keep_floats(&tc->cfg, tc->tp, tc->micro, tc->seq), VC, nh);
+    return nh;
 }
 
 /* the slots of plan_gathers: start_gather and params_need on a model of the slots */

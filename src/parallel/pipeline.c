@@ -119,20 +119,25 @@ static void poll_e(MtPipe *p, int wait)
         if (!ok)
             return;
         p->e_posted[h] = 0;
+        float *H = p->hslot[p->defer ? 0 : h];
+        if (p->defer) { /* H_k from the head's operands, now */
+            mt_be()->zero(H, VC);
+            mt_model_head_dwte(&tc->cfg, tc->tp, tc->micro, tc->seq, p->keep[h], H);
+        }
         if (tc->tp) { /* a tensor-parallel rank adds the rows of its vocabulary slice */
             MtTpLocal lo = mt_tp_local(&tc->cfg, tc->tp, tc->micro * tc->seq);
-            mt_be()->tp_embed_backward_rows(p->hslot[h], p->eland[h], tokens_of(p, p->e_next), lo.v0, lo.Vl,
-                                      tc->micro * tc->seq, tc->cfg.C);
+            mt_be()->tp_embed_backward_rows(H, p->eland[h], tokens_of(p, p->e_next), lo.v0, lo.Vl, tc->micro * tc->seq,
+                                            tc->cfg.C);
         } else
-            mt_be()->encoder_backward(p->hslot[h], NULL, p->eland[h], tokens_of(p, p->e_next), tc->micro, tc->seq, tc->cfg.C);
+            mt_be()->encoder_backward(H, NULL, p->eland[h], tokens_of(p, p->e_next), tc->micro, tc->seq, tc->cfg.C);
         const MtTreeStep *ts = &p->plan[p->wtstep];
         MT_ASSERT(ts->leaf == p->e_next, "embedding leaf %d out of order (plan expects %d)", p->e_next, ts->leaf);
         float *bufs[MT_TREE_MAX_BUFS]; /* the tree's buffers, the leaf buffer being the H slot */
         memcpy(bufs, p->wbuf, sizeof(float *) * (size_t)p->nwbuf);
         if (ts->buf < p->nwbuf)
-            mt_be()->copy(p->wbuf[ts->buf], p->hslot[h], VC);
+            mt_be()->copy(p->wbuf[ts->buf], H, VC);
         else
-            bufs[ts->buf] = p->hslot[h];
+            bufs[ts->buf] = H;
         if (rr(p)) { /* round-robin: the round's leaves over the copies (a subtree), at this E */
             t = mt_now();
             mt_allreduce(p->c, MT_GROUP_DP, bufs[ts->buf], VC, p->o.det);
@@ -225,10 +230,24 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
     gv->fresh = 1;
     if (ch->head) {
         int h = take_hslot(p, mb);
-        mt_be()->zero(p->hslot[h], tr->table[0].numel);
-        gv->wte = p->hslot[h];
+        if (p->defer) /* H_k later, at its E, from the operands keep_head copies */
+            gv->wte = NULL;
+        else {
+            mt_be()->zero(p->hslot[h], tr->table[0].numel);
+            gv->wte = p->hslot[h];
+        }
     }
     return g;
+}
+
+/* defer: the head of micro-batch mb has run its weight gradient's part; its operands kept */
+static void keep_head(MtPipe *p, const MtActs *s, int mb)
+{
+    int h = 0;
+    while (h < p->nh && p->h_mb[h] != mb)
+        h++;
+    MT_ASSERT(h < p->nh, "no slot holds micro-batch %d's head", mb);
+    mt_model_head_keep(&p->tr->tc.cfg, s, p->keep[h]);
 }
 
 static void leaf_end(MtPipe *p, MtPipeChunk *ch, int mb)
@@ -273,8 +292,11 @@ static void backward(MtPipe *p, const MtAction *a, int split)
         p->land_key[land] = -1;
     } else if (split)
         mt_model_head_backward_input(cfg, &p->w, s, xh, stash(p, ch, slot, STASH_HEAD));
-    else
+    else {
         mt_model_head_backward(cfg, &p->w, &gv, s, xh);
+        if (p->defer)
+            keep_head(p, s, a->mb);
+    }
     progress(p);
     for (int l = ch->l1 - 1; l >= ch->l0; l--) {
         pipe_params_need(p, l + 1, l > ch->l0 ? l : -1);
@@ -312,9 +334,12 @@ static void weights(MtPipe *p, const MtAction *a)
     MtWeights gv;
     leaf_begin(p, ch, a->mb, &gv);
     double t0 = mt_comm_clock(p->c);
-    if (ch->head)
+    if (ch->head) {
         mt_model_head_backward_weight(&tc->cfg, &gv, s, ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded,
                                       stash(p, ch, slot, STASH_HEAD));
+        if (p->defer)
+            keep_head(p, s, a->mb);
+    }
     progress(p);
     for (int l = ch->l1 - 1; l >= ch->l0; l--) {
         pipe_params_need(p, l + 1, l > ch->l0 ? l : -1); /* recomputation runs the block's forward */

@@ -34,6 +34,16 @@ void mt_plan_memory(const MtTrainConfig *tc0, const MtEngineLayout *l, int rank,
         mt_pipe_plan(&tc, &x.po, l->pp, x.pp_rank, x.shard_rank, bytes);
 }
 
+int mt_plan_head(const MtTrainConfig *tc0, const MtEngineLayout *l, int rank, int *defer)
+{
+    *defer = 0;
+    if (l->pp <= 1)
+        return 0;
+    MtEngineShape x;
+    mt_engine_shape(tc0, l, rank, &x);
+    return mt_pipe_plan_head(&x.tc, &x.po, l->pp, x.pp_rank, defer);
+}
+
 void mt_plan_comm(const MtTrainConfig *tc0, const MtEngineLayout *l, int rank, int64_t bytes[3])
 {
     MtEngineShape x; /* the rank as the engine composes it */
