@@ -28,6 +28,24 @@ static int mt_test_checks = 0;
               "%s: got %.9g want %.9g", (what), mt_a_, mt_b_);                        \
     } while (0)
 
+/* 1 when files a and b exist and hold the same bytes */
+static inline int mt_test_same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        int x = fgetc(fa), y = fgetc(fb);
+        same = x == y;
+        if (x == EOF || y == EOF)
+            break;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
 static inline int mt_test_done(const char *name)
 {
     printf("%s: %d checks, %d failed\n", name, mt_test_checks, mt_test_failures);

@@ -290,23 +290,6 @@ static void run(const MtBackend *be, const char *name, MtTrainConfig tc, int tp_
     mt_backend_set(NULL);
 }
 
-static int same_file(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    int same = fa && fb;
-    while (same) {
-        int x = fgetc(fa), y = fgetc(fb);
-        same = x == y;
-        if (x == EOF || y == EOF)
-            break;
-    }
-    if (fa)
-        fclose(fa);
-    if (fb)
-        fclose(fb);
-    return same;
-}
-
 static void compare(const char *what, MtTrainConfig tc, int tp_blocks)
 {
     Run c, l;
@@ -328,7 +311,7 @@ static void compare(const char *what, MtTrainConfig tc, int tp_blocks)
             char pa[600], pb[600];
             snprintf(pa, sizeof pa, "%s/%s%s/%s", dir, a, sub[d], files[f]);
             snprintf(pb, sizeof pb, "%s/%s%s/%s", dir, b, sub[d], files[f]);
-            CHECK(same_file(pa, pb), "%s: %s%s differs from the CPU's", what, files[f], sub[d]);
+            CHECK(mt_test_same_file(pa, pb), "%s: %s%s differs from the CPU's", what, files[f], sub[d]);
         }
     printf("%-34s %d losses, validation, model and optimizer (saved and resumed) as the CPU's; %ld gemm, "
            "%ld adamw, %ld add calls on the locked device\n",

@@ -50,23 +50,6 @@ static void train(MtEngine *e, float *loss, const char *name)
     CHECK(s == MT_OK, "save %s: %s", name, mt_error_msg());
 }
 
-static int same_file(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    int same = fa && fb;
-    while (same) {
-        int x = fgetc(fa), y = fgetc(fb);
-        same = x == y;
-        if (x == EOF || y == EOF)
-            break;
-    }
-    if (fa)
-        fclose(fa);
-    if (fb)
-        fclose(fb);
-    return same;
-}
-
 /* one layout (accum: -1 its default, else --accum-blocks) against one device */
 static void layout(const char *name, MtEngineLayout l, int accum)
 {
@@ -106,7 +89,7 @@ static void layout(const char *name, MtEngineLayout l, int accum)
                 char a[512], b[512];
                 snprintf(a, sizeof a, "%s/run/%s", dir, files[f]);
                 snprintf(b, sizeof b, "%s/ref/%s", dir, files[f]);
-                CHECK(same_file(a, b), "%s, K %d: %s differs from one device's", name, K, files[f]);
+                CHECK(mt_test_same_file(a, b), "%s, K %d: %s differs from one device's", name, K, files[f]);
             }
             printf("%-44s K %d: 3 losses, model and optimizer as one device's\n", name, K);
         }
