@@ -20,11 +20,17 @@ entries() {
   $MT_BIN "$@" --help | awk '/^  --/ { if (e != "") print e; e = $0; next }
     /^      / { sub(/^ +/, " "); e = e $0; next } END { if (e != "") print e }'
 }
+python3 -c "
+import base64
+with open('$T/v.tiktoken', 'w') as f:
+    for i in range(256):
+        f.write(base64.b64encode(bytes([i])).decode() + ' ' + str(i) + '\n')"
 declare -A base=(
   [train]="--data $T/data" [prepare]="--input $T/text.txt --out $T/new" [eval]="--ckpt $T/ck --data $T/data/val.bin"
   [sample]="--ckpt $T/ck" [bench]="" [schedule]="--pp 2 --microbatches 4" [bench-comm]=""
+  [tokenizer encode]="--tokenizer $T/v.tiktoken" [tokenizer decode]="--tokenizer $T/v.tiktoken"
 )
-for cmd in train prepare eval sample bench schedule bench-comm; do
+for cmd in train prepare eval sample bench schedule bench-comm "tokenizer encode" "tokenizer decode"; do
   b=${base[$cmd]}
   entries $cmd > "$T/help.txt"
   [ -s "$T/help.txt" ] || { fail "$cmd --help lists no flags"; continue; }

@@ -1,0 +1,191 @@
+/* cmd_tokenizer.c - meshtrain tokenizer encode | decode: text to GPT-2 BPE token ids and
+ * back (src/text, mt_text.h).  The vocabulary is a tiktoken rank file (GPT-2's:
+ * scripts/get-gpt2-tokenizer.sh fetches it through pip and checks its hash); its
+ * <|endoftext|> is the id after the last rank. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flags.h"
+#include "mt_cli.h"
+#include "mt_text.h"
+
+/* the whole of a file, or of stdin for "-" */
+static MtStatus read_all(const char *path, unsigned char **out, int64_t *n)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f)
+        return mt_error(MT_EINPUT, "cannot read %s: %s", path, strerror(errno));
+    int64_t cap = 1 << 16, len = 0;
+    unsigned char *b = malloc((size_t)cap);
+    for (;;) {
+        if (!b)
+            break;
+        size_t got = fread(b + len, 1, (size_t)(cap - len), f);
+        len += (int64_t)got;
+        if (len < cap)
+            break;
+        cap *= 2;
+        unsigned char *nb = realloc(b, (size_t)cap);
+        if (!nb)
+            free(b);
+        b = nb;
+    }
+    int err = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (!b)
+        return mt_error(MT_ENOMEM, "out of memory reading %s", path);
+    if (err) {
+        free(b);
+        return mt_error(MT_EIO, "cannot read %s", path);
+    }
+    *out = b;
+    *n = len;
+    return MT_OK;
+}
+
+static int format_of(const char *s)
+{
+    return strcmp(s, "text") == 0 ? 0 : strcmp(s, "u16") == 0 ? 2 : strcmp(s, "u32") == 0 ? 4 : -1;
+}
+
+/* the ids of a text ("1 2 3", any white space) or of little-endian u16/u32 words */
+static MtStatus parse_ids(const unsigned char *in, int64_t n, int fmt, int32_t **ids, int64_t *count)
+{
+    int64_t cap = fmt ? n / fmt + 1 : n / 2 + 1, k = 0;
+    int32_t *x = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!x)
+        return mt_error(MT_ENOMEM, "out of memory for the ids");
+    if (fmt) {
+        if (n % fmt) {
+            free(x);
+            return mt_error(MT_EINPUT, "%lld bytes are not whole %d-byte ids", (long long)n, fmt);
+        }
+        for (int64_t i = 0; i < n; i += fmt)
+            x[k++] = fmt == 2 ? (int32_t)(in[i] | in[i + 1] << 8)
+                              : (int32_t)((uint32_t)in[i] | (uint32_t)in[i + 1] << 8 | (uint32_t)in[i + 2] << 16 |
+                                          (uint32_t)in[i + 3] << 24);
+    } else
+        for (int64_t i = 0; i < n;) {
+            if (in[i] == ' ' || in[i] == '\n' || in[i] == '\t' || in[i] == '\r') {
+                i++;
+                continue;
+            }
+            int64_t v = 0, j = i;
+            while (j < n && in[j] >= '0' && in[j] <= '9' && v <= INT32_MAX)
+                v = v * 10 + (in[j++] - '0');
+            if (j == i || v > INT32_MAX || (j < n && !strchr(" \n\t\r", in[j]))) {
+                free(x);
+                return mt_error(MT_EINPUT, "not a token id at byte %lld", (long long)i);
+            }
+            x[k++] = (int32_t)v;
+            i = j;
+        }
+    *ids = x;
+    *count = k;
+    return MT_OK;
+}
+
+int mt_cmd_tokenizer(int argc, char **argv)
+{
+    const char *sub = argc > 0 ? argv[0] : "";
+    int encode = strcmp(sub, "encode") == 0;
+    if (!encode && strcmp(sub, "decode") != 0) {
+        if (strcmp(sub, "--help") != 0 && strcmp(sub, "-h") != 0)
+            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain tokenizer: '%s' is not a subcommand (encode or decode; "
+                                        "meshtrain tokenizer --help)", sub));
+        printf("usage: meshtrain tokenizer encode|decode --tokenizer FILE [flags]   (its --help: the flags)\n"
+               "  encode   text (UTF-8 or any bytes) to GPT-2 byte-level BPE token ids\n"
+               "  decode   token ids back to the bytes\n");
+        return 0;
+    }
+    const char *tok = NULL, *input = "-", *out = "-", *format = "text";
+    int no_special = 0, dry = 0, done;
+    Flag flags[] = {
+        {"tokenizer", FLAG_STR, &tok, "the vocabulary: a tiktoken rank file (GPT-2's: scripts/get-gpt2-tokenizer.sh)",
+         "FILE", 1},
+        {"input", FLAG_STR, &input, encode ? "the text (-: standard input)" : "the ids (-: standard input)", "FILE"},
+        {"out", FLAG_STR, &out, encode ? "the ids (-: standard output)" : "the bytes (-: standard output)", "FILE"},
+        {"format", FLAG_STR, &format, "ids as text (decimal, one space between, one line), u16 or u32 (little-endian)",
+         "text|u16|u32"},
+        {"no-special", FLAG_BOOL, &no_special,
+         "encode the text of <|endoftext|> as text (tiktoken's disallowed_special=()); by default it is the token"},
+        {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
+    };
+    int n = (int)(sizeof flags / sizeof flags[0]);
+    if (!encode) { /* --no-special is encode's: --dry-run takes its place */
+        flags[n - 2] = flags[n - 1];
+        n--;
+    }
+    char cmd[32];
+    snprintf(cmd, sizeof cmd, "tokenizer %s", sub);
+    int rc = mt_cli_parse(flags, n, argc - 1, argv + 1, cmd,
+                          encode ? "Text to GPT-2 byte-level BPE token ids (exactly tiktoken's on valid UTF-8)."
+                                 : "Token ids back to the bytes of their text.",
+                          &done);
+    if (done)
+        return rc;
+    int fmt = format_of(format);
+    if (!tok)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain %s: --tokenizer FILE is required", cmd));
+    if (fmt < 0)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain %s: --format %s is not text, u16 or u32", cmd, format));
+    MtBpe *b;
+    MtStatus s = mt_bpe_read_tiktoken(tok, 1, &b);
+    if (s != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain tokenizer"));
+    if (fmt == 2 && mt_bpe_vocab(b) > 65536) {
+        mt_bpe_free(b);
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain %s: %d tokens do not fit u16", cmd, mt_bpe_vocab(b)));
+    }
+    if (dry) {
+        mt_bpe_free(b);
+        mt_flags_print(flags, n);
+        return 0;
+    }
+    unsigned char *in = NULL;
+    int64_t len = 0;
+    if ((s = read_all(input, &in, &len)) != MT_OK) {
+        mt_bpe_free(b);
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain tokenizer"));
+    }
+    int32_t *ids = NULL;
+    int64_t nids = 0, cap = 0;
+    unsigned char *bytes = NULL;
+    int64_t nbytes = 0;
+    if (encode)
+        nids = mt_bpe_encode(b, in, len, !no_special, &ids, &cap);
+    else {
+        if ((s = parse_ids(in, len, fmt, &ids, &nids)) == MT_OK) {
+            int64_t bad;
+            nbytes = mt_bpe_decode(b, ids, nids, &bytes, &cap, &bad);
+            if (nbytes < 0)
+                s = mt_error(MT_EINPUT, "%s: id %d (the %lld-th) is not a token of %s", input, ids[bad],
+                             (long long)bad + 1, tok);
+        }
+    }
+    free(in);
+    FILE *f = s != MT_OK ? NULL : strcmp(out, "-") == 0 ? stdout : fopen(out, "wb");
+    if (s == MT_OK && !f)
+        s = mt_error(MT_EINPUT, "cannot write %s: %s", out, strerror(errno));
+    if (s == MT_OK && encode && fmt == 0) {
+        for (int64_t i = 0; i < nids; i++)
+            fprintf(f, i ? " %d" : "%d", ids[i]);
+        fputc('\n', f);
+    } else if (s == MT_OK && encode)
+        for (int64_t i = 0; i < nids; i++) {
+            unsigned char w[4] = {(unsigned char)ids[i], (unsigned char)(ids[i] >> 8), (unsigned char)(ids[i] >> 16),
+                                  (unsigned char)(ids[i] >> 24)};
+            fwrite(w, 1, (size_t)fmt, f);
+        }
+    else if (s == MT_OK)
+        fwrite(bytes, 1, (size_t)nbytes, f);
+    if (f && ((f != stdout && fclose(f) != 0) || (f == stdout && fflush(f) != 0)))
+        s = mt_error(MT_EIO, "cannot write %s", out);
+    free(ids);
+    free(bytes);
+    mt_bpe_free(b);
+    return s == MT_OK ? 0 : mt_cli_fail(mt_error_prefix(s, "meshtrain tokenizer"));
+}

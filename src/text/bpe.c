@@ -1,0 +1,488 @@
+#define _GNU_SOURCE /* memmem */
+/* bpe.c - byte-level BPE over ranks, tiktoken's rank files, encode and decode (see
+ * mt_text.h). */
+#include "mt_text.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SPECIALS 64
+#define SHORT_PIECE 64 /* below: tiktoken's in-place merge; from here: the heap */
+
+typedef struct {
+    int64_t off;   /* into blob */
+    int32_t len;   /* bytes; 0: empty slot */
+    int32_t rank;
+} Slot;
+
+struct MtBpe {
+    unsigned char *blob; /* every token's bytes */
+    int64_t nblob, capblob;
+    Slot *slot;          /* open addressing, a power of two */
+    int64_t mask;
+    int32_t n, cap;      /* tokens added; room by rank */
+    int64_t *tok_off;    /* rank -> its bytes in blob (-1: none) */
+    int32_t *tok_len;
+    int32_t byte_rank[256];
+    int nspecial;
+    char *special[MAX_SPECIALS];
+    int special_len[MAX_SPECIALS];
+    int32_t special_id[MAX_SPECIALS];
+    int32_t vocab; /* the largest id + 1 */
+};
+
+static uint64_t hash(const unsigned char *s, int len)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)len;
+    int i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 29;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, (size_t)(len - i));
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    return h ^ (h >> 31);
+}
+
+MtBpe *mt_bpe_new(int32_t n)
+{
+    MtBpe *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    int64_t size = 1024;
+    while (size < 2 * (int64_t)n + 16)
+        size *= 2;
+    b->slot = calloc((size_t)size, sizeof(Slot));
+    b->mask = size - 1;
+    b->cap = n > 0 ? n : 1;
+    b->tok_off = malloc(sizeof(int64_t) * (size_t)b->cap);
+    b->tok_len = calloc((size_t)b->cap, sizeof(int32_t));
+    b->capblob = 8 * (int64_t)b->cap + 64;
+    b->blob = malloc((size_t)b->capblob);
+    if (!b->slot || !b->tok_off || !b->tok_len || !b->blob) {
+        mt_bpe_free(b);
+        return NULL;
+    }
+    for (int32_t i = 0; i < b->cap; i++)
+        b->tok_off[i] = -1;
+    for (int i = 0; i < 256; i++)
+        b->byte_rank[i] = -1;
+    return b;
+}
+
+void mt_bpe_free(MtBpe *b)
+{
+    if (!b)
+        return;
+    for (int i = 0; i < b->nspecial; i++)
+        free(b->special[i]);
+    free(b->slot);
+    free(b->tok_off);
+    free(b->tok_len);
+    free(b->blob);
+    free(b);
+}
+
+int32_t mt_bpe_rank(const MtBpe *b, const unsigned char *s, int len)
+{
+    if (len == 1)
+        return b->byte_rank[s[0]];
+    for (int64_t h = (int64_t)(hash(s, len) & (uint64_t)b->mask);; h = (h + 1) & b->mask) {
+        const Slot *e = &b->slot[h];
+        if (e->len == 0)
+            return -1;
+        if (e->len == len && memcmp(b->blob + e->off, s, (size_t)len) == 0)
+            return e->rank;
+    }
+}
+
+MtStatus mt_bpe_add(MtBpe *b, const unsigned char *s, int len, int32_t rank)
+{
+    if (len < 1 || rank < 0 || rank >= b->cap)
+        return mt_error(MT_EINPUT, "token %d of %d bytes is outside the vocabulary of %d", rank, len, b->cap);
+    if (b->tok_off[rank] >= 0)
+        return mt_error(MT_EINPUT, "rank %d is given twice", rank);
+    if (mt_bpe_rank(b, s, len) >= 0)
+        return mt_error(MT_EINPUT, "the bytes of rank %d are already rank %d", rank, mt_bpe_rank(b, s, len));
+    if (b->nblob + len > b->capblob) {
+        int64_t c = 2 * b->capblob + len;
+        unsigned char *nb = realloc(b->blob, (size_t)c);
+        if (!nb)
+            return mt_error(MT_ENOMEM, "out of memory for the vocabulary");
+        b->blob = nb;
+        b->capblob = c;
+    }
+    memcpy(b->blob + b->nblob, s, (size_t)len);
+    int64_t h = (int64_t)(hash(s, len) & (uint64_t)b->mask);
+    while (b->slot[h].len != 0)
+        h = (h + 1) & b->mask;
+    b->slot[h] = (Slot){b->nblob, len, rank};
+    b->tok_off[rank] = b->nblob;
+    b->tok_len[rank] = len;
+    b->nblob += len;
+    if (len == 1)
+        b->byte_rank[s[0]] = rank;
+    b->n++;
+    if (rank + 1 > b->vocab)
+        b->vocab = rank + 1;
+    return MT_OK;
+}
+
+MtStatus mt_bpe_add_special(MtBpe *b, const char *text, int32_t id)
+{
+    if (b->nspecial == MAX_SPECIALS)
+        return mt_error(MT_EINPUT, "more than %d special tokens", MAX_SPECIALS);
+    if (id < b->cap && b->tok_off[id] >= 0)
+        return mt_error(MT_EINPUT, "special token %s: id %d is a rank", text, id);
+    int n = (int)strlen(text);
+    if (n == 0 || !(b->special[b->nspecial] = malloc((size_t)n + 1)))
+        return mt_error(MT_EINPUT, "special token '%s' cannot be added", text);
+    memcpy(b->special[b->nspecial], text, (size_t)n + 1);
+    b->special_len[b->nspecial] = n;
+    b->special_id[b->nspecial++] = id;
+    if (id + 1 > b->vocab)
+        b->vocab = id + 1;
+    return MT_OK;
+}
+
+int32_t mt_bpe_vocab(const MtBpe *b) { return b->vocab; }
+
+/* ---- tiktoken's rank files ---- */
+
+static int b64(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52
+         : c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* standard base64 with padding into out; the byte count, or -1 */
+static int unbase64(const char *s, int n, unsigned char *out)
+{
+    if (n == 0 || n % 4 != 0)
+        return -1;
+    int k = 0;
+    for (int i = 0; i < n; i += 4) {
+        int v[4], pad = 0;
+        for (int j = 0; j < 4; j++) {
+            if (s[i + j] == '=' && i + 4 == n && j >= 2) {
+                v[j] = 0;
+                pad++;
+            } else if ((v[j] = b64((unsigned char)s[i + j])) < 0 || pad)
+                return -1;
+        }
+        unsigned w = (unsigned)(v[0] << 18 | v[1] << 12 | v[2] << 6 | v[3]);
+        out[k++] = (unsigned char)(w >> 16);
+        if (pad < 2)
+            out[k++] = (unsigned char)(w >> 8);
+        if (pad < 1)
+            out[k++] = (unsigned char)w;
+    }
+    return k;
+}
+
+MtStatus mt_bpe_read_tiktoken(const char *path, int with_eot, MtBpe **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mt_error(MT_EINPUT, "%s: cannot be read", path);
+    int32_t lines = 0;
+    int c, last = '\n';
+    while ((c = fgetc(f)) != EOF) {
+        lines += c == '\n';
+        last = c;
+    }
+    lines += last != '\n';
+    rewind(f);
+    MtBpe *b = mt_bpe_new(lines + 1);
+    if (!b) {
+        fclose(f);
+        return mt_error(MT_ENOMEM, "%s: out of memory for %d tokens", path, lines);
+    }
+    char line[4096];
+    unsigned char tok[3072];
+    MtStatus s = MT_OK;
+    int32_t ln = 0;
+    while (s == MT_OK && fgets(line, sizeof line, f)) {
+        ln++;
+        size_t L = strlen(line);
+        if (L == sizeof line - 1 && line[L - 1] != '\n') {
+            s = mt_error(MT_EINPUT, "%s:%d: line too long", path, ln);
+            break;
+        }
+        while (L && (line[L - 1] == '\n' || line[L - 1] == '\r'))
+            line[--L] = 0;
+        char *sp = strchr(line, ' ');
+        char *end = NULL;
+        long r = sp ? strtol(sp + 1, &end, 10) : -1;
+        int nb = sp ? unbase64(line, (int)(sp - line), tok) : -1;
+        if (!sp || !end || end == sp + 1 || *end || r < 0)
+            s = mt_error(MT_EINPUT, "%s:%d: want '<base64> <rank>', got '%.60s'", path, ln, line);
+        else if (nb < 0)
+            s = mt_error(MT_EINPUT, "%s:%d: bad base64 '%.*s'", path, ln, (int)(sp - line) > 60 ? 60 : (int)(sp - line),
+                         line);
+        else if (r >= lines)
+            s = mt_error(MT_EINPUT, "%s:%d: rank %ld is beyond the file's %d tokens", path, ln, r, lines);
+        else if (mt_bpe_add(b, tok, nb, (int32_t)r) != MT_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", mt_error_msg());
+            s = mt_error(MT_EINPUT, "%s:%d: %s", path, ln, why);
+        }
+    }
+    fclose(f);
+    /* every line gave a distinct rank below the line count: the ranks are 0 .. ln - 1 */
+    if (s == MT_OK && ln == 0)
+        s = mt_error(MT_EINPUT, "%s: no tokens", path);
+    for (int i = 0; s == MT_OK && i < 256; i++)
+        if (b->byte_rank[i] < 0)
+            s = mt_error(MT_EINPUT, "%s: byte 0x%02x has no token (a byte-level vocabulary needs all 256)", path, i);
+    if (s == MT_OK && with_eot)
+        s = mt_bpe_add_special(b, "<|endoftext|>", ln);
+    if (s != MT_OK) {
+        mt_bpe_free(b);
+        return s;
+    }
+    *out = b;
+    return MT_OK;
+}
+
+/* ---- encoding ---- */
+
+/* tiktoken's merge on a short piece: parts[i] starts a part; pair i's rank is that of the
+ * bytes from parts[i] to parts[i + 2] */
+static void merge_short(const MtBpe *b, const unsigned char *p, int len, int32_t *out, int64_t *k)
+{
+    int start[SHORT_PIECE + 1];
+    int32_t rank[SHORT_PIECE + 1];
+    int n = len + 1; /* parts, the last one the end */
+    for (int i = 0; i <= len; i++)
+        start[i] = i;
+    for (int i = 0; i + 2 < n; i++)
+        rank[i] = mt_bpe_rank(b, p + i, 2);
+    for (;;) {
+        int best = -1;
+        int32_t br = INT32_MAX;
+        for (int i = 0; i + 2 < n; i++)
+            if (rank[i] >= 0 && rank[i] < br) {
+                br = rank[i];
+                best = i;
+            }
+        if (best < 0)
+            break;
+        for (int i = best + 1; i + 1 < n; i++) { /* part best + 1 joins part best */
+            start[i] = start[i + 1];
+            rank[i] = rank[i + 1];
+        }
+        n--;
+        if (best + 2 < n)
+            rank[best] = mt_bpe_rank(b, p + start[best], start[best + 2] - start[best]);
+        else
+            rank[best] = -1;
+        if (best > 0)
+            rank[best - 1] = mt_bpe_rank(b, p + start[best - 1], start[best + 1] - start[best - 1]);
+    }
+    for (int i = 0; i + 1 < n; i++)
+        out[(*k)++] = mt_bpe_rank(b, p + start[i], start[i + 1] - start[i]);
+}
+
+/* the same on a long piece: parts as a linked list, pairs in a min-heap keyed by (rank,
+ * start), stale entries recognised by their stamp */
+typedef struct {
+    int32_t rank;
+    int start, stamp; /* the pair's left part starts at `start` */
+} Pair;
+
+static int less(const Pair *a, const Pair *c) { return a->rank < c->rank || (a->rank == c->rank && a->start < c->start); }
+
+static void push(Pair *h, int *n, Pair x)
+{
+    int i = (*n)++;
+    while (i > 0 && less(&x, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = x;
+}
+
+static Pair pop(Pair *h, int *n)
+{
+    Pair top = h[0], x = h[--(*n)];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && less(&h[c + 1], &h[c]))
+            c++;
+        if (!less(&h[c], &x))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0)
+        h[i] = x;
+    return top;
+}
+
+static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t *out, int64_t *k)
+{
+    /* part i: bytes [i, nxt[i]) while alive; prv/nxt link the live parts; len is the end */
+    int *nxt = malloc(sizeof(int) * (size_t)(len + 1)), *prv = malloc(sizeof(int) * (size_t)(len + 1));
+    int *stamp = calloc((size_t)len + 1, sizeof(int));
+    Pair *h = malloc(sizeof(Pair) * (size_t)(2 * len + 4)); /* each merge pops one pair and pushes two */
+    MT_ASSERT(nxt && prv && stamp && h, "out of memory to merge a piece of %d bytes", len);
+    int nh = 0;
+    for (int i = 0; i <= len; i++) {
+        nxt[i] = i + 1;
+        prv[i] = i - 1;
+    }
+    for (int i = 0; i + 2 <= len; i++) {
+        int32_t r = mt_bpe_rank(b, p + i, 2);
+        if (r >= 0)
+            push(h, &nh, (Pair){r, i, 0});
+    }
+    while (nh > 0) {
+        Pair x = pop(h, &nh);
+        int i = x.start;
+        if (x.stamp != stamp[i] || nxt[i] >= len)
+            continue; /* stale: the part has changed since */
+        int j = nxt[i]; /* merge part j into part i */
+        nxt[i] = nxt[j];
+        if (nxt[j] <= len)
+            prv[nxt[j]] = i;
+        stamp[j] = -1;
+        stamp[i]++;
+        if (nxt[i] < len) { /* the pair (i, next) */
+            int32_t r = mt_bpe_rank(b, p + i, nxt[nxt[i]] - i);
+            if (r >= 0)
+                push(h, &nh, (Pair){r, i, stamp[i]});
+        }
+        if (prv[i] >= 0) { /* the pair (previous, i) */
+            int q = prv[i];
+            stamp[q]++;
+            int32_t r = mt_bpe_rank(b, p + q, nxt[i] - q);
+            if (r >= 0)
+                push(h, &nh, (Pair){r, q, stamp[q]});
+        }
+    }
+    for (int i = 0; i < len; i = nxt[i])
+        out[(*k)++] = mt_bpe_rank(b, p + i, nxt[i] - i);
+    free(nxt);
+    free(prv);
+    free(stamp);
+    free(h);
+}
+
+void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int heap, int32_t *out, int64_t *k)
+{
+    MT_ASSERT(heap || len <= SHORT_PIECE, "the in-place merge takes pieces of at most %d bytes, not %d", SHORT_PIECE,
+              len);
+    if (heap)
+        merge_long(b, piece, len, out, k);
+    else
+        merge_short(b, piece, len, out, k);
+}
+
+void mt_bpe_encode_piece(const MtBpe *b, const unsigned char *piece, int len, int32_t *out, int64_t *k)
+{
+    int32_t r = mt_bpe_rank(b, piece, len);
+    if (r >= 0)
+        out[(*k)++] = r;
+    else if (len <= SHORT_PIECE)
+        merge_short(b, piece, len, out, k);
+    else
+        merge_long(b, piece, len, out, k);
+}
+
+static int grow(int32_t **ids, int64_t *cap, int64_t need)
+{
+    if (need <= *cap)
+        return 1;
+    int64_t c = *cap > 0 ? *cap : 1024;
+    while (c < need)
+        c *= 2;
+    int32_t *x = realloc(*ids, sizeof(int32_t) * (size_t)c);
+    if (!x)
+        return 0;
+    *ids = x;
+    *cap = c;
+    return 1;
+}
+
+/* the text s[0..n) without specials */
+static int64_t encode_plain(const MtBpe *b, const unsigned char *s, int64_t n, int32_t **ids, int64_t *cap,
+                            int64_t k)
+{
+    for (int64_t i = 0; i < n;) {
+        int64_t e = mt_pretok_next(s, n, i);
+        MT_ASSERT(e > i && e - i < INT32_MAX, "a piece of %lld bytes", (long long)(e - i));
+        MT_ASSERT(grow(ids, cap, k + (e - i)), "out of memory for %lld token ids", (long long)(k + e - i));
+        mt_bpe_encode_piece(b, s + i, (int)(e - i), *ids, &k);
+        i = e;
+    }
+    return k;
+}
+
+int64_t mt_bpe_encode(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special, int32_t **ids,
+                      int64_t *cap)
+{
+    int64_t k = 0, at = 0;
+    while (allow_special && b->nspecial > 0 && at < n) {
+        int64_t first = n; /* the next special's text, the longest one where several start there */
+        int which = -1;
+        for (int j = 0; j < b->nspecial; j++) {
+            const unsigned char *m = memmem(text + at, (size_t)(n - at), b->special[j], (size_t)b->special_len[j]);
+            int64_t pos = m ? m - text : n;
+            if (pos < first || (pos == first && m && which >= 0 && b->special_len[j] > b->special_len[which])) {
+                first = pos;
+                which = j;
+            }
+        }
+        if (which < 0)
+            break;
+        k = encode_plain(b, text + at, first - at, ids, cap, k);
+        MT_ASSERT(grow(ids, cap, k + 1), "out of memory for %lld token ids", (long long)(k + 1));
+        (*ids)[k++] = b->special_id[which];
+        at = first + b->special_len[which];
+    }
+    return encode_plain(b, text + at, n - at, ids, cap, k);
+}
+
+int64_t mt_bpe_decode(const MtBpe *b, const int32_t *ids, int64_t n, unsigned char **out, int64_t *cap, int64_t *bad)
+{
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const unsigned char *s = NULL;
+        int len = 0;
+        int32_t id = ids[i];
+        if (id >= 0 && id < b->cap && b->tok_off[id] >= 0) {
+            s = b->blob + b->tok_off[id];
+            len = b->tok_len[id];
+        } else
+            for (int j = 0; j < b->nspecial; j++)
+                if (b->special_id[j] == id) {
+                    s = (const unsigned char *)b->special[j];
+                    len = b->special_len[j];
+                }
+        if (!s) {
+            *bad = i;
+            return -1;
+        }
+        if (k + len > *cap) {
+            int64_t c = *cap > 0 ? *cap : 4096;
+            while (c < k + len)
+                c *= 2;
+            unsigned char *x = realloc(*out, (size_t)c);
+            MT_ASSERT(x, "out of memory for %lld decoded bytes", (long long)c);
+            *out = x;
+            *cap = c;
+        }
+        memcpy(*out + k, s, (size_t)len);
+        k += len;
+    }
+    return k;
+}

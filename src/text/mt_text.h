@@ -1,0 +1,85 @@
+/* mt_text.h - text into tokens: GPT-2's byte-level BPE (issue 27).  Pure C, no MPI.
+ *
+ * Pre-tokenizer (pretok.c): GPT-2's split pattern
+ *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * taken leftmost-first, as a hand-written scanner (no regular expression engine, no
+ * backtracking).  Letters (\p{L}), numbers (\p{N}) and white space (\s = White_Space) come
+ * from the Unicode Character Database that Debian ships, turned into range tables at build
+ * time (tools/gen_unicode.c); the version is MT_UNICODE_VERSION (15.0.0 on Debian 12).
+ * Invalid UTF-8 (a stray byte, an overlong form, a surrogate, a truncated sequence): each
+ * byte that does not start a valid sequence is a piece of its own, and the valid text on
+ * either side is split as if it ended and began there (decision: tiktoken sees only valid
+ * text, so this is the one choice that keeps decode(encode(x)) == x for every byte string
+ * while giving tiktoken's ids wherever the input is valid UTF-8).
+ *
+ * BPE (bpe.c): ranks over byte strings (tiktoken's rank files: a token's id is its rank);
+ * each piece is looked up whole first, then merged pair by pair, the lowest-ranked pair
+ * first and the leftmost of equal ranks, as tiktoken merges: in place for short pieces, with
+ * a heap for long ones (n log n: a 1 MB piece with no split point costs seconds, not hours).
+ *
+ * Special tokens: with specials allowed (the default, tiktoken's allowed_special="all"),
+ * the text of a special token anywhere in the input is that token, and the text between two
+ * of them is split as a text of its own (tiktoken's behaviour; Hugging Face's added tokens
+ * behave the same for GPT-2's <|endoftext|>, which has no normalisation or stripping).
+ * With them not allowed, their text is ordinary text (tiktoken's disallowed_special=()).
+ */
+#ifndef MT_TEXT_H
+#define MT_TEXT_H
+
+#include <stdint.h>
+
+#include "mt_core.h"
+
+/* ---- Unicode classes and the pre-tokenizer ---- */
+
+enum { MT_UNI_OTHER, MT_UNI_LETTER, MT_UNI_NUMBER, MT_UNI_SPACE };
+/* The class of code point cp. */
+int mt_uni_class(uint32_t cp);
+const char *mt_unicode_version(void);
+
+/* The code point of the valid UTF-8 sequence at s[0..n) and its length in *len; -1 (and
+ * *len 1) where s[0] does not start one (strict: no overlong forms, no surrogates, at most
+ * U+10FFFF). */
+int32_t mt_utf8_next(const unsigned char *s, int64_t n, int *len);
+
+/* The end of the piece that starts at byte i of s[0..n): the pre-tokenizer's pieces are
+ * [0, e1), [e1, e2), ... up to n.  s[0..n) is one text (its end is the pattern's end). */
+int64_t mt_pretok_next(const unsigned char *s, int64_t n, int64_t i);
+
+/* ---- byte-level BPE ---- */
+
+typedef struct MtBpe MtBpe;
+
+/* An empty vocabulary of room for n tokens. */
+MtBpe *mt_bpe_new(int32_t n);
+void mt_bpe_free(MtBpe *b);
+/* Token `rank` is the bytes s[0..len).  MT_EINPUT on a duplicate string or rank. */
+MtStatus mt_bpe_add(MtBpe *b, const unsigned char *s, int len, int32_t rank);
+/* A special token: its text and id (outside the ranks). */
+MtStatus mt_bpe_add_special(MtBpe *b, const char *text, int32_t id);
+/* The rank of s[0..len), or -1. */
+int32_t mt_bpe_rank(const MtBpe *b, const unsigned char *s, int len);
+/* Tokens (ranks and specials' ids): the largest id + 1. */
+int32_t mt_bpe_vocab(const MtBpe *b);
+
+/* Reads a tiktoken rank file (a line per token: its bytes in base64, a space, its rank),
+ * then adds `<|endoftext|>` as the token after the last rank when with_eot (GPT-2's 50256).
+ * MT_EINPUT "<path>:<line>: <problem>" on a malformed line, a duplicate, a missing rank. */
+MtStatus mt_bpe_read_tiktoken(const char *path, int with_eot, MtBpe **out);
+
+/* Token ids of text[0..n) into *ids (grown with realloc; *cap its room), specials as above;
+ * returns their count. */
+int64_t mt_bpe_encode(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special, int32_t **ids,
+                      int64_t *cap);
+/* The ids of one piece (no specials, no splitting) appended to out[*k..]: out has room for
+ * len ids. */
+void mt_bpe_encode_piece(const MtBpe *b, const unsigned char *piece, int len, int32_t *out, int64_t *k);
+/* The merge alone, in place (heap 0, any length up to 64) or with the heap (heap 1): the
+ * same ids, the two ways (for the tests). */
+void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int heap, int32_t *out, int64_t *k);
+/* The bytes of ids[0..n) into *out (grown; *cap its room); returns their count, or -1 if an
+ * id is not a token (its index in *bad). */
+int64_t mt_bpe_decode(const MtBpe *b, const int32_t *ids, int64_t n, unsigned char **out, int64_t *cap,
+                      int64_t *bad);
+
+#endif

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# GPT-2's byte-level BPE, exactly tiktoken's (issue 27): on GPT-2's vocabulary (r50k_base,
+# fetched and hash-checked by scripts/setup-tokenizer-check.sh, which also puts tiktoken in
+# .venv-tok), `meshtrain tokenizer encode` gives tiktoken's ids (allowed_special="all") on
+# the README, source files and docs, text in nine scripts, emoji with modifiers and
+# joiners, every kind of white-space run, contractions in upper and lower case, digits of
+# every length, <|endoftext|> inside text, and a 1 MB piece with no split point; and
+# decode gives the text back.  Skipped (exit 77, a message) where the set-up has not run.
+source "$(dirname "$0")/lib.sh"
+G=${MT_GPT2_TIKTOKEN:-runs/tokenizers/gpt2/gpt2.tiktoken}
+PY=${MT_TIKTOKEN_PYTHON:-.venv-tok/bin/python}
+if [ ! -f "$G" ] || ! "$PY" -c "import tiktoken" 2>/dev/null; then
+  echo "SKIPPED: GPT-2's vocabulary ($G) or tiktoken ($PY) is missing: run bash scripts/setup-tokenizer-check.sh"
+  exit 77
+fi
+"$PY" - "$T" <<'PY'
+import random, sys
+d = sys.argv[1]
+texts = {
+  "latin": "Ünïcödé façade, Straße, crème brûlée, Ångström, Dvořák, Łódź, ﬁ ligature, ĳ, Œuvre.\n",
+  "cyrillic": "Съешь же ещё этих мягких французских булок, да выпей чаю. ПРОПИСНЫЕ.\n",
+  "greek": "Ξεσκεπάζω την ψυχοφθόρα βδελυγμία. ΑΛΦΆΒΗΤΟ!\n",
+  "cjk": "我能吞下玻璃而不伤身体。日本語のテキスト、カタカナ。한국어 문장입니다.\n",
+  "arabic": "أنا قادر على أكل الزجاج و هذا لا يؤلمني. ١٢٣٤٥ ۶۷۸\n",
+  "devanagari": "मैं काँच खा सकता हूँ और मुझे उससे कोई चोट नहीं पहुंचती. ०१२३\n",
+  "hebrew_thai": "אני יכול לאכול זכוכית. ฉันกินกระจกได้\n",
+  "emoji": "Emoji: 👍🏽 👨‍👩‍👧‍👦 🏳️‍🌈 ❤️ 🇫🇷 🧑🏿‍🚀 👩🏻‍💻 and text after.\n",
+  "spaces": "tabs\t\tand\r\nwindows\r\n\r\nnbsp\u00a0here\u00a0\u00a0x ideographic\u3000space\u3000\u3000y  \n\n\n   end \t \u2028 \u2029 \x0b\x0c x \u2003\u2009 z\u0085q   ",
+  "contractions": "I'm you're we've they'll he'd it's don't I'M YOU'RE WE'VE THEY'LL HE'D IT'S DON'T 'tis ''s '''x it''s\n",
+  "digits": " ".join(str(10**k + k) for k in range(1, 40)) + " 3.14159 1,000,000 0x1F 007 ½ ¾ Ⅻ ²³ ①②\n",
+  "special": "first doc<|endoftext|>second doc   <|endoftext|><|endoftext|>\n third",
+}
+for k, t in texts.items():
+    open(f"{d}/{k}.txt", "w", encoding="utf-8").write(t)
+random.seed(7)
+open(f"{d}/onepiece.txt", "w").write("".join(random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(1 << 20)))
+PY
+cat > "$T/ref.py" <<'PY'
+import sys, tiktoken
+from tiktoken.load import load_tiktoken_bpe
+from tiktoken_ext.openai_public import r50k_pat_str
+enc = tiktoken.Encoding("gpt2", pat_str=r50k_pat_str, mergeable_ranks=load_tiktoken_bpe(sys.argv[1]),
+                        special_tokens={"<|endoftext|>": 50256})
+for path in sys.argv[2:]:
+    ids = enc.encode(open(path, "rb").read().decode("utf-8"), allowed_special="all")
+    open(path + ".ref", "w").write(" ".join(map(str, ids)) + "\n")
+PY
+files=("$T"/*.txt README.md docs/design.md docs/parallelism.md src/parallel/pipeline.c src/text/pretok.c tests/test_text.c scripts/demo.sh)
+"$PY" "$T/ref.py" "$G" "${files[@]}"
+for f in "${files[@]}"; do
+  $MT_BIN tokenizer encode --tokenizer "$G" --input "$f" --out "$T/got.txt"
+  cmp -s "$T/got.txt" "$f.ref" && pass || fail "$f: ids differ from tiktoken's: $(diff <(tr ' ' '\n' < "$T/got.txt") <(tr ' ' '\n' < "$f.ref") | head -4 | tr '\n' ' ')"
+  $MT_BIN tokenizer decode --tokenizer "$G" --input "$T/got.txt" --out "$T/back"
+  cmp -s "$T/back" "$f" && pass || fail "$f: decode does not give the text back"
+done
+rm -f README.md.ref docs/*.ref src/parallel/*.ref src/text/*.ref tests/*.ref scripts/*.ref
+echo "ok: ${#files[@]} texts, ids as tiktoken's $("$PY" -c 'import tiktoken; print(tiktoken.__version__)') and back"
+finish
