@@ -13,8 +13,8 @@ white space, shuffled lines), source code (this repository's C files).
 meshtrain: `meshtrain tokenizer encode --format u32` on the file; its time is the wall
 time less that of the same command on an empty file (reading the vocabulary), best of
 --reps.  tiktoken: `Encoding.encode(text, allowed_special="all")` with r50k_base's pattern
-and these ranks; `tokenizers`: a ByteLevel BPE tokenizer built from the same ranks (the
-merges recovered from them as tiktoken's converter does), `encode(text).ids`, with
+and these ranks; `tokenizers`: the tokenizer.json that `meshtrain tokenizer import` writes
+from the same ranks, `encode(text).ids`, with
 RAYON_NUM_THREADS=1; both timed in this process, best of --reps, on the decoded text.
 Every tokenizer's ids are checked against tiktoken's first.  Also: meshtrain at 1 MB and
 10x that (prose, and one piece with no split point): the time ratio, which should be at
@@ -107,46 +107,13 @@ def ids_of(path):
     return [int.from_bytes(b[i:i + 4], "little") for i in range(0, len(b), 4)]
 
 
-def hf_tokenizer(ranks):
-    """A ByteLevel BPE `tokenizers` Tokenizer from tiktoken ranks (merges recovered)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+def hf_tokenizer(mt, vocab, tmp):
+    """Hugging Face's tokenizers on the tokenizer.json `meshtrain tokenizer import` writes."""
+    from tokenizers import Tokenizer
 
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    k = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + k)
-            k += 1
-    byte_char = dict(zip(bs, map(chr, cs)))
-
-    def show(t):
-        return "".join(byte_char[x] for x in t)
-
-    def split(token, rank):  # BPE of the token with the ranks below its own: two parts
-        parts = [bytes([x]) for x in token]
-        while True:
-            best = None
-            for i in range(len(parts) - 1):
-                r = ranks.get(parts[i] + parts[i + 1])
-                if r is not None and r < rank and (best is None or r < best[0]):
-                    best = (r, i)
-            if best is None:
-                return parts
-            i = best[1]
-            parts[i:i + 2] = [parts[i] + parts[i + 1]]
-
-    vocab = {show(t): r for t, r in ranks.items()}
-    merges = []
-    for t, r in sorted(ranks.items(), key=lambda x: x[1]):
-        if len(t) > 1:
-            a, b = split(t, r)
-            merges.append((show(a), show(b)))
-    tok = Tokenizer(models.BPE(vocab, merges))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    return tok
+    out = os.path.join(tmp, "hf")
+    subprocess.run([mt, "tokenizer", "import", "--from", vocab, "--out", out], check=True, stdout=subprocess.DEVNULL)
+    return Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
 
 
 def best_of(reps, fn):
@@ -172,17 +139,17 @@ def main():
     ranks = load_tiktoken_bpe(a.tiktoken_file)
     enc = tiktoken.Encoding("gpt2", pat_str=r50k_pat_str, mergeable_ranks=ranks,
                             special_tokens={"<|endoftext|>": 50256})
-    try:
-        hf = hf_tokenizer(ranks)
-    except ImportError:
-        hf = None
     n = int(a.mb * 1e6)
     tmp = tempfile.mkdtemp()
+    try:
+        hf = hf_tokenizer(a.meshtrain, a.tiktoken_file, tmp)
+    except ImportError:
+        hf = None
     rows = []
     for name, make in (("English prose", prose), ("mixed scripts", mixed), ("source code", code)):
         text = make(n)
         path = os.path.join(tmp, name.split()[0] + ".txt")
-        open(path, "w", encoding="utf-8").write(text)
+        open(path, "w", encoding="utf-8", newline="").write(text)
         mb = os.path.getsize(path) / 1e6
         ms = meshtrain_s(a.meshtrain, a.tiktoken_file, path, a.reps)
         tt, ref = best_of(a.reps, lambda: enc.encode(text, allowed_special="all"))

@@ -29,8 +29,9 @@ declare -A base=(
   [train]="--data $T/data" [prepare]="--input $T/text.txt --out $T/new" [eval]="--ckpt $T/ck --data $T/data/val.bin"
   [sample]="--ckpt $T/ck" [bench]="" [schedule]="--pp 2 --microbatches 4" [bench-comm]=""
   [tokenizer encode]="--tokenizer $T/v.tiktoken" [tokenizer decode]="--tokenizer $T/v.tiktoken"
+  [tokenizer import]="--from $T/v.tiktoken --out $T/imported"
 )
-for cmd in train prepare eval sample bench schedule bench-comm "tokenizer encode" "tokenizer decode"; do
+for cmd in train prepare eval sample bench schedule bench-comm "tokenizer encode" "tokenizer decode" "tokenizer import"; do
   b=${base[$cmd]}
   entries $cmd > "$T/help.txt"
   [ -s "$T/help.txt" ] || { fail "$cmd --help lists no flags"; continue; }

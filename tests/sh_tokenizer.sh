@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# meshtrain tokenizer encode | decode on a small vocabulary this test writes (the 256
-# bytes and a few merges, as a tiktoken rank file): the round trip of text, of invalid
+# meshtrain tokenizer import | encode | decode on a small vocabulary this test writes (the
+# 256 bytes and a few merges, as a tiktoken rank file): the round trip of text, of invalid
 # UTF-8 and of every output format; <|endoftext|> as the token and, with --no-special, as
-# text; and every bad input (a broken rank file, a missing one, an id outside the
-# vocabulary, ids that are not numbers, a bad --format): exit 2, one line, nothing written.
+# text; the vocabulary imported into Hugging Face's files and read back from tokenizer.json
+# and from vocab.json + merges.txt with the same ids; and every bad input (a broken rank
+# file, a missing one, broken Hugging Face files, an id outside the vocabulary, ids that
+# are not numbers, a bad --format, an existing --out): exit 2, one line, nothing written.
 source "$(dirname "$0")/lib.sh"
 v="$T/v.tiktoken"
 python3 - "$v" <<'PY'
 import base64, sys
-toks = [bytes([i]) for i in range(256)] + [b"he", b"ll", b"hell", b"hello", b" w", b" wo", b"rld", b" world"]
+toks = [bytes([i]) for i in range(256)] + [b"he", b"ll", b"hell", b"hello", b" w", b" wo", b"ld", b"rld", b" world"]
 with open(sys.argv[1], "w") as f:
     for r, t in enumerate(toks):
         f.write(base64.b64encode(t).decode() + " " + str(r) + "\n")
 PY
 enc() { $MT_BIN tokenizer encode --tokenizer "$v" "$@"; }
 dec() { $MT_BIN tokenizer decode --tokenizer "$v" "$@"; }
-[ "$(printf 'hello world' | enc)" = "259 263" ] && pass || fail "hello world: $(printf 'hello world' | enc)"
-[ "$(printf 'hello<|endoftext|>x' | enc)" = "259 264 120" ] && pass || fail "the special: $(printf 'hello<|endoftext|>x' | enc)"
+[ "$(printf 'hello world' | enc)" = "259 264" ] && pass || fail "hello world: $(printf 'hello world' | enc)"
+[ "$(printf 'hello<|endoftext|>x' | enc)" = "259 265 120" ] && pass || fail "the special: $(printf 'hello<|endoftext|>x' | enc)"
 [ "$(printf '<|endoftext|>' | enc --no-special | wc -w)" -gt 1 ] && pass || fail "--no-special: $(printf '<|endoftext|>' | enc --no-special)"
 head -c 20000 /dev/urandom > "$T/rand.bin"
 printf 'hello world\xff\xfe caf\xc3\xa9 \xed\xa0\x80 <|endoftext|> end  ' >> "$T/rand.bin"
@@ -39,5 +41,39 @@ expect_bad_input "ids that are not numbers" $MT_BIN tokenizer decode --tokenizer
 expect_bad_input "a bad --format" $MT_BIN tokenizer encode --tokenizer "$v" --format u8 --out "$T/no6" < /dev/null
 expect_bad_input "no --tokenizer" $MT_BIN tokenizer encode --out "$T/no7" < /dev/null
 expect_bad_input "an unknown subcommand" $MT_BIN tokenizer train
-for i in 1 2 3 4 5 6 7; do [ -e "$T/no$i" ] && fail "a bad input wrote $T/no$i" || pass; done
+# Hugging Face's files: imported, then read back (tokenizer.json; vocab.json + merges.txt)
+$MT_BIN tokenizer import --from "$v" --out "$T/hf" > /dev/null || fail "import: exit $?"
+for f in tokenizer.json vocab.json merges.txt tokenizer_config.json; do [ -s "$T/hf/$f" ] && pass || fail "import wrote no $f"; done
+head -1 "$T/hf/merges.txt" | grep -q "^#version: 0.2$" && sed -n 2p "$T/hf/merges.txt" | grep -q "^h e$" && pass \
+  || fail "merges.txt: $(head -3 "$T/hf/merges.txt" | tr '\n' '|')"
+mkdir "$T/vm" && cp "$T/hf/vocab.json" "$T/hf/merges.txt" "$T/vm/"
+for d in "$T/hf" "$T/hf/tokenizer.json" "$T/vm"; do
+  enc --input "$T/rand.bin" --out "$T/want.txt"
+  $MT_BIN tokenizer encode --tokenizer "$d" --input "$T/rand.bin" --out "$T/got.txt"
+  cmp -s "$T/want.txt" "$T/got.txt" && pass || fail "$d: other ids than the rank file's"
+done
+expect_bad_input "import over an existing directory" $MT_BIN tokenizer import --from "$v" --out "$T/hf"
+python3 - "$T" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+vocab = json.load(open(f"{d}/vm/vocab.json"))
+merges = open(f"{d}/vm/merges.txt").read().splitlines()
+def case(name, v, m):
+    os.makedirs(f"{d}/{name}")
+    open(f"{d}/{name}/vocab.json", "w").write(v if isinstance(v, str) else json.dumps(v))
+    open(f"{d}/{name}/merges.txt", "w").write("\n".join(m) + "\n")
+case("b_part", vocab, merges + ["h zz"])                            # a part not in the vocabulary
+dup = dict(vocab); dup["zq"] = vocab["he"]; case("b_dup", dup, merges)  # two tokens, one id
+case("b_trunc", vocab, merges[:3] + ["ll"] + merges[3:])            # a truncated line
+case("b_json", json.dumps(vocab)[:-40], merges)                     # truncated JSON
+nob = {k: i for k, i in vocab.items() if k != "!"}; case("b_byte", nob, merges)  # a byte missing
+PY
+n=8
+for c in b_part b_dup b_trunc b_json b_byte; do
+  n=$((n + 1))
+  expect_bad_input "vocab.json + merges.txt: $c" $MT_BIN tokenizer encode --tokenizer "$T/$c" --out "$T/no$n" < /dev/null
+done
+mkdir "$T/empty"
+expect_bad_input "a directory without tokenizer files" $MT_BIN tokenizer encode --tokenizer "$T/empty" --out "$T/no14" < /dev/null
+for i in 1 2 3 4 5 6 7 9 10 11 12 13 14; do [ -e "$T/no$i" ] && fail "a bad input wrote $T/no$i" || pass; done
 finish

@@ -5,12 +5,15 @@
 # the README, source files and docs, text in nine scripts, emoji with modifiers and
 # joiners, every kind of white-space run, contractions in upper and lower case, digits of
 # every length, <|endoftext|> inside text, and a 1 MB piece with no split point; and
-# decode gives the text back.  Skipped (exit 77, a message) where the set-up has not run.
+# decode gives the text back.  `tokenizer import` writes Hugging Face's files (merges.txt
+# beginning as GPT-2's own); meshtrain reading them, and Hugging Face's tokenizers reading
+# its tokenizer.json, give the same ids.  Skipped (exit 77, a message) where the set-up
+# (scripts/setup-tokenizer-check.sh) has not run.
 source "$(dirname "$0")/lib.sh"
 G=${MT_GPT2_TIKTOKEN:-runs/tokenizers/gpt2/gpt2.tiktoken}
 PY=${MT_TIKTOKEN_PYTHON:-.venv-tok/bin/python}
-if [ ! -f "$G" ] || ! "$PY" -c "import tiktoken" 2>/dev/null; then
-  echo "SKIPPED: GPT-2's vocabulary ($G) or tiktoken ($PY) is missing: run bash scripts/setup-tokenizer-check.sh"
+if [ ! -f "$G" ] || ! "$PY" -c "import tiktoken, tokenizers" 2>/dev/null; then
+  echo "SKIPPED: GPT-2's vocabulary ($G) or tiktoken and tokenizers ($PY) are missing: run bash scripts/setup-tokenizer-check.sh"
   exit 77
 fi
 "$PY" - "$T" <<'PY'
@@ -45,6 +48,10 @@ for path in sys.argv[2:]:
     ids = enc.encode(open(path, "rb").read().decode("utf-8"), allowed_special="all")
     open(path + ".ref", "w").write(" ".join(map(str, ids)) + "\n")
 PY
+$MT_BIN tokenizer import --from "$G" --out "$T/hf" > /dev/null || fail "import: exit $?"
+[ "$(sed -n 2,7p "$T/hf/merges.txt" | tr '\n' '|')" = "Ġ t|Ġ a|h e|i n|r e|o n|" ] && pass \
+  || fail "merges.txt does not begin as GPT-2's: $(sed -n 2,7p "$T/hf/merges.txt" | tr '\n' '|')"
+mkdir "$T/vm" && cp "$T/hf/vocab.json" "$T/hf/merges.txt" "$T/vm/"
 files=("$T"/*.txt README.md docs/design.md docs/parallelism.md src/parallel/pipeline.c src/text/pretok.c tests/test_text.c scripts/demo.sh)
 "$PY" "$T/ref.py" "$G" "${files[@]}"
 for f in "${files[@]}"; do
@@ -52,7 +59,25 @@ for f in "${files[@]}"; do
   cmp -s "$T/got.txt" "$f.ref" && pass || fail "$f: ids differ from tiktoken's: $(diff <(tr ' ' '\n' < "$T/got.txt") <(tr ' ' '\n' < "$f.ref") | head -4 | tr '\n' ' ')"
   $MT_BIN tokenizer decode --tokenizer "$G" --input "$T/got.txt" --out "$T/back"
   cmp -s "$T/back" "$f" && pass || fail "$f: decode does not give the text back"
+  for d in "$T/hf" "$T/vm"; do
+    $MT_BIN tokenizer encode --tokenizer "$d" --input "$f" --out "$T/got2.txt"
+    cmp -s "$T/got2.txt" "$f.ref" && pass || fail "$f: read from $d, other ids"
+  done
 done
+# Hugging Face's tokenizers on meshtrain's tokenizer.json
+"$PY" - "$T/hf/tokenizer.json" "${files[@]}" <<'PY' && pass || fail "tokenizers' ids differ from tiktoken's"
+import sys
+from tokenizers import Tokenizer
+tok = Tokenizer.from_file(sys.argv[1])
+bad = 0
+for path in sys.argv[2:]:
+    ids = tok.encode(open(path, encoding="utf-8", newline="").read()).ids
+    want = list(map(int, open(path + ".ref").read().split()))
+    if ids != want:
+        bad += 1
+        print(f"tokenizers on {path}: {len(ids)} ids, tiktoken {len(want)}", file=sys.stderr)
+sys.exit(bad > 0)
+PY
 rm -f README.md.ref docs/*.ref src/parallel/*.ref src/text/*.ref tests/*.ref scripts/*.ref
 echo "ok: ${#files[@]} texts, ids as tiktoken's $("$PY" -c 'import tiktoken; print(tiktoken.__version__)') and back"
 finish

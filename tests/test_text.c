@@ -222,8 +222,8 @@ int main(void)
     } broken[] = {
         {"YWI= x\n", ":257: want '<base64> <rank>'"},
         {"YW*= 256\n", ":257: bad base64"},
-        {"YWI= 256\nYWI= 257\n", ":258: the bytes of rank 257 are already rank 256"},
-        {"YWI= 256\nYWJj 256\n", ":258: rank 256 is given twice"},
+        {"YWI= 256\nYWI= 257\n", ":258: the bytes of id 257 are already id 256"},
+        {"YWI= 256\nYWJj 256\n", ":258: id 256 is given twice"},
         {"YWI= 300\n", ":257: rank 300 is beyond"},
         {"YWI=\n", ":257: want '<base64> <rank>'"},
     };

@@ -1,14 +1,17 @@
-/* cmd_tokenizer.c - meshtrain tokenizer encode | decode: text to GPT-2 BPE token ids and
- * back (src/text, mt_text.h).  The vocabulary is a tiktoken rank file (GPT-2's:
- * scripts/get-gpt2-tokenizer.sh fetches it through pip and checks its hash); its
- * <|endoftext|> is the id after the last rank. */
+/* cmd_tokenizer.c - meshtrain tokenizer import | encode | decode: a vocabulary into
+ * Hugging Face's files, text to GPT-2 BPE token ids and back (src/text, mt_text.h).  A
+ * vocabulary is a tiktoken rank file (GPT-2's: scripts/get-gpt2-tokenizer.sh fetches it
+ * through pip and checks its hash; its <|endoftext|> is the id after the last rank), a
+ * tokenizer.json, or a directory holding tokenizer.json or vocab.json + merges.txt. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "flags.h"
 #include "mt_cli.h"
+#include "mt_fsutil.h"
 #include "mt_text.h"
 
 /* the whole of a file, or of stdin for "-" */
@@ -88,15 +91,66 @@ static MtStatus parse_ids(const unsigned char *in, int64_t n, int fmt, int32_t *
     return MT_OK;
 }
 
+/* tokenizer import: a vocabulary in, Hugging Face's four files out (a new directory,
+ * written beside its place and renamed into it) */
+static int import(int argc, char **argv)
+{
+    const char *from = NULL, *vocab = NULL, *merges = NULL, *out = NULL;
+    int dry = 0, done;
+    Flag flags[] = {
+        {"from", FLAG_STR, &from, "a tiktoken rank file, a tokenizer.json, or a directory of either", "FILE"},
+        {"vocab", FLAG_STR, &vocab, "vocab.json (with --merges, instead of --from)", "FILE"},
+        {"merges", FLAG_STR, &merges, "merges.txt (with --vocab)", "FILE"},
+        {"out", FLAG_STR, &out, "the directory to write (tokenizer.json, vocab.json, merges.txt, "
+                                "tokenizer_config.json); must not exist", "DIR", FLAG_REQUIRED},
+        {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
+    };
+    int n = (int)(sizeof flags / sizeof flags[0]);
+    int rc = mt_cli_parse(flags, n, argc, argv, "tokenizer import",
+                          "A vocabulary into the files transformers loads (byte-level BPE).", &done);
+    if (done)
+        return rc;
+    if (!out || (!from == !(vocab && merges)) || (!vocab != !merges))
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain tokenizer import: give --out DIR and either --from FILE or "
+                                    "--vocab FILE --merges FILE"));
+    struct stat st;
+    if (stat(out, &st) == 0)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain tokenizer import: %s already exists", out));
+    MtBpe *b;
+    MtStatus s = from ? mt_bpe_load(from, &b) : mt_bpe_read_vocab_merges(vocab, merges, &b);
+    if (s != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain tokenizer import"));
+    if (dry) {
+        mt_bpe_free(b);
+        mt_flags_print(flags, n);
+        return 0;
+    }
+    char tmp[4300];
+    if ((s = mt_dir_stage(out, tmp, sizeof tmp)) == MT_OK) {
+        if ((s = mt_bpe_write_hf(b, tmp)) == MT_OK)
+            s = mt_dir_commit(tmp, out);
+        else
+            mt_dir_remove(tmp);
+    }
+    if (s == MT_OK)
+        printf("imported %d tokens (%d special) into %s\n", mt_bpe_vocab(b), mt_bpe_nspecial(b), out);
+    mt_bpe_free(b);
+    return s == MT_OK ? 0 : mt_cli_fail(mt_error_prefix(s, "meshtrain tokenizer import"));
+}
+
 int mt_cmd_tokenizer(int argc, char **argv)
 {
     const char *sub = argc > 0 ? argv[0] : "";
     int encode = strcmp(sub, "encode") == 0;
+    if (strcmp(sub, "import") == 0)
+        return import(argc - 1, argv + 1);
     if (!encode && strcmp(sub, "decode") != 0) {
         if (strcmp(sub, "--help") != 0 && strcmp(sub, "-h") != 0)
-            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain tokenizer: '%s' is not a subcommand (encode or decode; "
-                                        "meshtrain tokenizer --help)", sub));
-        printf("usage: meshtrain tokenizer encode|decode --tokenizer FILE [flags]   (its --help: the flags)\n"
+            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain tokenizer: '%s' is not a subcommand (import, encode or "
+                                        "decode; meshtrain tokenizer --help)", sub));
+        printf("usage: meshtrain tokenizer import|encode|decode [flags]   (meshtrain tokenizer SUB --help: its flags)\n"
+               "  import   a vocabulary (tiktoken ranks, tokenizer.json, vocab.json + merges.txt) into the files\n"
+               "           transformers loads\n"
                "  encode   text (UTF-8 or any bytes) to GPT-2 byte-level BPE token ids\n"
                "  decode   token ids back to the bytes\n");
         return 0;
@@ -104,8 +158,8 @@ int mt_cmd_tokenizer(int argc, char **argv)
     const char *tok = NULL, *input = "-", *out = "-", *format = "text";
     int no_special = 0, dry = 0, done;
     Flag flags[] = {
-        {"tokenizer", FLAG_STR, &tok, "the vocabulary: a tiktoken rank file (GPT-2's: scripts/get-gpt2-tokenizer.sh)",
-         "FILE", 1},
+        {"tokenizer", FLAG_STR, &tok, "the vocabulary: a directory (tokenizer.json, or vocab.json + merges.txt), a "
+         "tokenizer.json, or a tiktoken rank file (GPT-2's: scripts/get-gpt2-tokenizer.sh)", "PATH", 1},
         {"input", FLAG_STR, &input, encode ? "the text (-: standard input)" : "the ids (-: standard input)", "FILE"},
         {"out", FLAG_STR, &out, encode ? "the ids (-: standard output)" : "the bytes (-: standard output)", "FILE"},
         {"format", FLAG_STR, &format, "ids as text (decimal, one space between, one line), u16 or u32 (little-endian)",
@@ -133,7 +187,7 @@ int mt_cmd_tokenizer(int argc, char **argv)
     if (fmt < 0)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain %s: --format %s is not text, u16 or u32", cmd, format));
     MtBpe *b;
-    MtStatus s = mt_bpe_read_tiktoken(tok, 1, &b);
+    MtStatus s = mt_bpe_load(tok, &b);
     if (s != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain tokenizer"));
     if (fmt == 2 && mt_bpe_vocab(b) > 65536) {

@@ -17,7 +17,7 @@ static void usage(FILE *f)
             "  bench       time full training steps on random data (prints JSON)\n"
             "  bench-comm  bus bandwidth of the collectives, meshtrain's layer against raw MPI\n"
             "  schedule    print a pipeline schedule's timeline per rank and its simulated bubble\n"
-            "  tokenizer   encode text to GPT-2 BPE token ids and decode them (tokenizer encode|decode)\n"
+            "  tokenizer   GPT-2 byte-level BPE: import a vocabulary, encode text to ids, decode them\n"
             "\n"
             "Parallel runs: train --dp D --tp T --pp P is a job of D x T x P ranks. Started by hand, meshtrain\n"
             "launches them on this machine through mpirun itself (with --oversubscribe, and --allow-run-as-root\n"

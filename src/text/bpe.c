@@ -105,9 +105,9 @@ MtStatus mt_bpe_add(MtBpe *b, const unsigned char *s, int len, int32_t rank)
     if (len < 1 || rank < 0 || rank >= b->cap)
         return mt_error(MT_EINPUT, "token %d of %d bytes is outside the vocabulary of %d", rank, len, b->cap);
     if (b->tok_off[rank] >= 0)
-        return mt_error(MT_EINPUT, "rank %d is given twice", rank);
+        return mt_error(MT_EINPUT, "id %d is given twice", rank);
     if (mt_bpe_rank(b, s, len) >= 0)
-        return mt_error(MT_EINPUT, "the bytes of rank %d are already rank %d", rank, mt_bpe_rank(b, s, len));
+        return mt_error(MT_EINPUT, "the bytes of id %d are already id %d", rank, mt_bpe_rank(b, s, len));
     if (b->nblob + len > b->capblob) {
         int64_t c = 2 * b->capblob + len;
         unsigned char *nb = realloc(b->blob, (size_t)c);
@@ -150,6 +150,58 @@ MtStatus mt_bpe_add_special(MtBpe *b, const char *text, int32_t id)
 }
 
 int32_t mt_bpe_vocab(const MtBpe *b) { return b->vocab; }
+
+int mt_bpe_token(const MtBpe *b, int32_t id, const unsigned char **bytes, int *len)
+{
+    if (id < 0 || id >= b->cap || b->tok_off[id] < 0)
+        return 0;
+    *bytes = b->blob + b->tok_off[id];
+    *len = b->tok_len[id];
+    return 1;
+}
+
+int mt_bpe_nspecial(const MtBpe *b) { return b->nspecial; }
+
+const char *mt_bpe_special(const MtBpe *b, int i, int32_t *id)
+{
+    *id = b->special_id[i];
+    return b->special[i];
+}
+
+int mt_bpe_split(const MtBpe *b, int32_t rank, int32_t *left, int32_t *right)
+{
+    const unsigned char *p;
+    int len;
+    if (!mt_bpe_token(b, rank, &p, &len) || len < 2)
+        return 0;
+    int *start = malloc(sizeof(int) * (size_t)(len + 1)), n = len + 1;
+    MT_ASSERT(start, "out of memory");
+    for (int i = 0; i <= len; i++)
+        start[i] = i;
+    for (;;) { /* tiktoken's merge, with the ranks below `rank` only */
+        int best = -1;
+        int32_t br = rank;
+        for (int i = 0; i + 2 < n; i++) {
+            int32_t r = mt_bpe_rank(b, p + start[i], start[i + 2] - start[i]);
+            if (r >= 0 && r < br) {
+                br = r;
+                best = i;
+            }
+        }
+        if (best < 0)
+            break;
+        for (int i = best + 1; i + 1 < n; i++)
+            start[i] = start[i + 1];
+        n--;
+    }
+    int ok = n == 3;
+    if (ok) {
+        *left = mt_bpe_rank(b, p, start[1]);
+        *right = mt_bpe_rank(b, p + start[1], len - start[1]);
+    }
+    free(start);
+    return ok;
+}
 
 /* ---- tiktoken's rank files ---- */
 

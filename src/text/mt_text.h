@@ -62,10 +62,40 @@ int32_t mt_bpe_rank(const MtBpe *b, const unsigned char *s, int len);
 /* Tokens (ranks and specials' ids): the largest id + 1. */
 int32_t mt_bpe_vocab(const MtBpe *b);
 
+/* Token `id` as bytes (1), or 0 if it is no rank (a special, or a gap). */
+int mt_bpe_token(const MtBpe *b, int32_t id, const unsigned char **bytes, int *len);
+/* Special token i of mt_bpe_nspecial: its text, and its id in *id. */
+int mt_bpe_nspecial(const MtBpe *b);
+const char *mt_bpe_special(const MtBpe *b, int i, int32_t *id);
+/* The merge that makes token `rank` (two bytes or more): BPE on its bytes with the ranks
+ * below its own ends in two parts, *left and *right (tiktoken's converter recovers GPT-2's
+ * merges so).  0 if it does not (the token is not reachable by merges). */
+int mt_bpe_split(const MtBpe *b, int32_t rank, int32_t *left, int32_t *right);
+
 /* Reads a tiktoken rank file (a line per token: its bytes in base64, a space, its rank),
  * then adds `<|endoftext|>` as the token after the last rank when with_eot (GPT-2's 50256).
  * MT_EINPUT "<path>:<line>: <problem>" on a malformed line, a duplicate, a missing rank. */
 MtStatus mt_bpe_read_tiktoken(const char *path, int with_eot, MtBpe **out);
+
+/* ---- Hugging Face's files (hf.c) ----
+ * Token strings there are bytes through GPT-2's byte-to-character map (the printable
+ * Latin-1 bytes stand for themselves, the other 68 for U+0100 onwards).  A vocabulary's
+ * merged tokens must have ids in their merges' order (as GPT-2's and every file
+ * `tokenizers`' BpeTrainer writes have): meshtrain merges by that order. */
+
+/* tokenizer.json (BPE model, ByteLevel pre-tokenizer; merges as "a b" or ["a", "b"]; its
+ * added tokens marked special become the specials).  MT_EINPUT "<path>: <problem>". */
+MtStatus mt_bpe_read_hf(const char *path, MtBpe **out);
+/* vocab.json + merges.txt (a "#version" first line is skipped; "# #" is a merge).  Errors
+ * name the file and line. */
+MtStatus mt_bpe_read_vocab_merges(const char *vocab, const char *merges, MtBpe **out);
+/* A tokenizer from `path`: a tiktoken rank file (*.tiktoken, <|endoftext|> added after
+ * its last rank), a tokenizer.json, or a directory holding tokenizer.json, else vocab.json
+ * and merges.txt. */
+MtStatus mt_bpe_load(const char *path, MtBpe **out);
+/* Writes dir/tokenizer.json, vocab.json, merges.txt and tokenizer_config.json (the files
+ * `transformers` loads; merges recovered by mt_bpe_split). */
+MtStatus mt_bpe_write_hf(const MtBpe *b, const char *dir);
 
 /* Token ids of text[0..n) into *ids (grown with realloc; *cap its room), specials as above;
  * returns their count. */
