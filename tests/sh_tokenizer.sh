@@ -6,6 +6,9 @@
 # and from vocab.json + merges.txt with the same ids; and every bad input (a broken rank
 # file, a missing one, broken Hugging Face files, an id outside the vocabulary, ids that
 # are not numbers, a bad --format, an existing --out): exit 2, one line, nothing written.
+# Into training: prepare --tokenizer writes the vocabulary's tokens and DIR/tokenizer; train
+# takes the model's vocabulary from the data (and refuses a smaller --vocab), and its
+# checkpoints carry the tokenizer files, with <|endoftext|> as bos and eos in config.json.
 source "$(dirname "$0")/lib.sh"
 v="$T/v.tiktoken"
 python3 - "$v" <<'PY'
@@ -73,7 +76,23 @@ for c in b_part b_dup b_trunc b_json b_byte; do
   n=$((n + 1))
   expect_bad_input "vocab.json + merges.txt: $c" $MT_BIN tokenizer encode --tokenizer "$T/$c" --out "$T/no$n" < /dev/null
 done
+# into training
+for i in $(seq 1 400); do echo "hello world, line $i: the hello of the world"; done > "$T/text.txt"
+$MT_BIN prepare --input "$T/text.txt" --out "$T/data" --tokenizer "$v" > "$T/prep.out" || fail "prepare: $(cat "$T/prep.out")"
+grep -q "vocab 266" "$T/prep.out" && [ -s "$T/data/tokenizer/tokenizer.json" ] && pass || fail "prepare: $(cat "$T/prep.out")"
+$MT_BIN train --data "$T/data" --layers 1 --heads 2 --dim 32 --seq-len 16 --batch-size 4 --steps 2 --eval-every 0 \
+  --log-every 0 --threads 1 --save "$T/ck" > "$T/train.out" 2>&1 || fail "train: $(tail -2 "$T/train.out")"
+grep -q "vocab 266" "$T/train.out" && pass || fail "train: not the data's vocabulary: $(head -1 "$T/train.out")"
+for f in tokenizer.json vocab.json merges.txt tokenizer_config.json; do [ -s "$T/ck/$f" ] && pass || fail "the checkpoint lacks $f"; done
+grep -q '"bos_token_id": 265' "$T/ck/config.json" && grep -q '"eos_token_id": 265' "$T/ck/config.json" && pass \
+  || fail "config.json: $(grep token_id "$T/ck/config.json" | tr '\n' ' ')"
+$MT_BIN tokenizer encode --tokenizer "$T/ck" --input "$T/rand.bin" --out "$T/got.txt"
+enc --input "$T/rand.bin" --out "$T/want.txt"
+cmp -s "$T/got.txt" "$T/want.txt" && pass || fail "the checkpoint's tokenizer gives other ids"
+expect_bad_input "a --vocab smaller than the data's" $MT_BIN train --data "$T/data" --vocab 256 --layers 1 --heads 2 \
+  --dim 32 --seq-len 16 --batch-size 4 --steps 2 --save "$T/no8"
+expect_bad_input "prepare with a broken tokenizer" $MT_BIN prepare --input "$T/text.txt" --out "$T/no15" --tokenizer "$T/b64.tiktoken"
 mkdir "$T/empty"
 expect_bad_input "a directory without tokenizer files" $MT_BIN tokenizer encode --tokenizer "$T/empty" --out "$T/no14" < /dev/null
-for i in 1 2 3 4 5 6 7 9 10 11 12 13 14; do [ -e "$T/no$i" ] && fail "a bad input wrote $T/no$i" || pass; done
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do [ -e "$T/no$i" ] && fail "a bad input wrote $T/no$i" || pass; done
 finish

@@ -7,13 +7,16 @@
 # every length, <|endoftext|> inside text, and a 1 MB piece with no split point; and
 # decode gives the text back.  `tokenizer import` writes Hugging Face's files (merges.txt
 # beginning as GPT-2's own); meshtrain reading them, and Hugging Face's tokenizers reading
-# its tokenizer.json, give the same ids.  Skipped (exit 77, a message) where the set-up
-# (scripts/setup-tokenizer-check.sh) has not run.
+# its tokenizer.json, give the same ids.  `prepare --tokenizer` makes GPT-2 tokens that
+# train reads (the vocabulary from the data), and the checkpoint carries the tokenizer:
+# transformers' AutoTokenizer loads it from the checkpoint and gives meshtrain's ids, and
+# config.json names <|endoftext|> as bos and eos.  Skipped (exit 77, a message) where the
+# set-up (scripts/setup-tokenizer-check.sh) has not run.
 source "$(dirname "$0")/lib.sh"
 G=${MT_GPT2_TIKTOKEN:-runs/tokenizers/gpt2/gpt2.tiktoken}
 PY=${MT_TIKTOKEN_PYTHON:-.venv-tok/bin/python}
-if [ ! -f "$G" ] || ! "$PY" -c "import tiktoken, tokenizers" 2>/dev/null; then
-  echo "SKIPPED: GPT-2's vocabulary ($G) or tiktoken and tokenizers ($PY) are missing: run bash scripts/setup-tokenizer-check.sh"
+if [ ! -f "$G" ] || ! "$PY" -c "import tiktoken, tokenizers, transformers" 2>/dev/null; then
+  echo "SKIPPED: GPT-2's vocabulary ($G) or tiktoken, tokenizers and transformers ($PY) are missing: run bash scripts/setup-tokenizer-check.sh"
   exit 77
 fi
 "$PY" - "$T" <<'PY'
@@ -76,6 +79,23 @@ for path in sys.argv[2:]:
     if ids != want:
         bad += 1
         print(f"tokenizers on {path}: {len(ids)} ids, tiktoken {len(want)}", file=sys.stderr)
+sys.exit(bad > 0)
+PY
+# into training: GPT-2 tokens, the vocabulary from the data, a checkpoint with its tokenizer
+cat README.md docs/*.md > "$T/corpus.txt"
+$MT_BIN prepare --input "$T/corpus.txt" --out "$T/data" --tokenizer "$T/hf" > "$T/prep.out" || fail "prepare: $(cat "$T/prep.out")"
+grep -q "vocab 50257" "$T/prep.out" && [ -s "$T/data/tokenizer/tokenizer.json" ] && pass || fail "prepare: $(cat "$T/prep.out")"
+$MT_BIN train --data "$T/data" --layers 1 --heads 2 --dim 32 --seq-len 32 --batch-size 4 --steps 2 --eval-every 0 \
+  --log-every 0 --threads 1 --save "$T/ck" > "$T/train.out" 2>&1 || fail "train: $(tail -2 "$T/train.out")"
+grep -q "vocab 50257" "$T/train.out" && pass || fail "train did not take the data's vocabulary: $(head -1 "$T/train.out")"
+grep -q '"eos_token_id": 50256' "$T/ck/config.json" && grep -q '"meshtrain_tokenizer": "bpe"' "$T/ck/config.json" && pass \
+  || fail "config.json: $(grep token "$T/ck/config.json" | tr '\n' ' ')"
+"$PY" - "$T/ck" "${files[@]}" <<'PY' 2>/dev/null && pass || fail "AutoTokenizer on the checkpoint: other ids"
+import sys
+from transformers import AutoTokenizer
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+bad = sum(tok(open(p, encoding="utf-8", newline="").read())["input_ids"] != list(map(int, open(p + ".ref").read().split()))
+          for p in sys.argv[2:] if "onepiece" not in p)
 sys.exit(bad > 0)
 PY
 rm -f README.md.ref docs/*.ref src/parallel/*.ref src/text/*.ref tests/*.ref scripts/*.ref

@@ -334,6 +334,14 @@ static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConf
     if (a->steps < 0 || a->warmup < 0 || a->save_every < 0 || a->exit_interval < 0 || a->eval_every < 0 ||
         a->eval_batches < 0 || a->log_every < 0)
         return mt_error(MT_EINPUT, "meshtrain train: step counts must be >= 0");
+    if (!a->resume && a->vocab == 0) { /* the model's vocabulary is the data's */
+        char path[4200];
+        uint32_t v;
+        snprintf(path, sizeof path, "%s/train.bin", a->data);
+        if ((s = mt_tokens_vocab(path, &v)) != MT_OK)
+            return mt_error_prefix(s, "meshtrain train");
+        a->vocab = (int)v;
+    }
     tc->cfg = (MtConfig){.V = a->vocab, .T = a->ctx ? a->ctx : a->seq_len, .L = a->layers, .NH = a->heads,
                          .C = a->dim};
     if (a->resume) {
@@ -394,6 +402,16 @@ static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConf
     tc->recompute = recompute_mode(a->recompute_mode) > 0 ? recompute_mode(a->recompute_mode) : 0;
     tc->seq = a->seq_len;
     tc->seed = a->seed;
+    /* the tokenizer the checkpoints carry: the data's (prepare --tokenizer), else the resumed checkpoint's */
+    static char tok[4300];
+    snprintf(tok, sizeof tok, "%s/tokenizer/tokenizer.json", a->data);
+    if (access(tok, R_OK) == 0)
+        snprintf(tok, sizeof tok, "%s/tokenizer", a->data);
+    else if (a->resume && (snprintf(tok, sizeof tok, "%s/tokenizer.json", a->resume), access(tok, R_OK) == 0))
+        snprintf(tok, sizeof tok, "%s", a->resume);
+    else
+        tok[0] = 0;
+    tc->tokenizer = tok[0] ? tok : NULL;
     tc->oc = (MtOptimConfig){.lr = a->lr, .min_lr_frac = a->min_lr_frac, .warmup = a->warmup,
                              .steps = a->steps, .beta1 = a->beta1, .beta2 = a->beta2, .eps = 1e-8f,
                              .weight_decay = a->wd, .grad_clip = a->clip};
@@ -526,7 +544,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
 {
     int argc = full_argc - 2;
     char **argv = full_argv + 2;
-    TrainArgs a = {.layers = 4, .heads = 4, .dim = 128, .seq_len = 128, .vocab = 256, .ctx = 0,
+    TrainArgs a = {.layers = 4, .heads = 4, .dim = 128, .seq_len = 128, .vocab = 0, .ctx = 0,
                    .batch = 16, .micro = 0, .steps = 200, .warmup = 20, .lr = 1e-3f,
                    .min_lr_frac = 0.1f, .wd = 0.1f, .clip = 1.0f, .beta1 = 0.9f, .beta2 = 0.95f,
                    .eval_every = 100, .eval_batches = 8, .log_every = 10, .threads = 0,
@@ -538,7 +556,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"dim", FLAG_INT, &a.dim, "width C (channels)"},
         {"seq-len", FLAG_INT, &a.seq_len, "training sequence length T"},
         {"context", FLAG_INT, &a.ctx, "context length n_positions, >= --seq-len (0: --seq-len)"},
-        {"vocab", FLAG_INT, &a.vocab, "vocabulary size (>= the data's)"},
+        {"vocab", FLAG_INT, &a.vocab, "vocabulary size, at least the data's (0: the data's: train.bin's header)"},
         {"data", FLAG_STR, &a.data, "directory with train.bin (and val.bin for the validation loss): meshtrain prepare",
          "DIR", 1},
         {"batch-size", FLAG_INT, &a.batch, "sequences per optimizer step, over all ranks (global)"},

@@ -25,6 +25,20 @@ static void wr_u(unsigned char *p, uint64_t v, int n)
         p[i] = (unsigned char)v;
 }
 
+MtStatus mt_tokens_vocab(const char *path, uint32_t *vocab)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mt_error(MT_EINPUT, "cannot open token file %s: %s", path, strerror(errno));
+    unsigned char h[MT_TOKENS_HEADER];
+    int ok = fread(h, 1, sizeof h, f) == sizeof h && memcmp(h, "MTTOKENS", 8) == 0;
+    fclose(f);
+    if (!ok)
+        return mt_error(MT_EINPUT, "%s: not a meshtrain token file", path);
+    *vocab = (uint32_t)rd_u(h + 24, 4);
+    return MT_OK;
+}
+
 MtStatus mt_tokens_read(const char *path, MtTokens *t)
 {
     memset(t, 0, sizeof *t);

@@ -29,6 +29,8 @@ typedef struct {
 
 /* Reads and validates a token file.  MT_EINPUT ("<path>: <problem>") on bad input. */
 MtStatus mt_tokens_read(const char *path, MtTokens *t);
+/* The vocabulary size in a token file's header, without reading its tokens. */
+MtStatus mt_tokens_vocab(const char *path, uint32_t *vocab);
 /* Writes a token file (smallest token width that holds vocab); MT_EIO on failure. */
 MtStatus mt_tokens_write(const char *path, const int32_t *tok, int64_t count, uint32_t vocab);
 void mt_tokens_free(MtTokens *t);

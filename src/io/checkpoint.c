@@ -1,6 +1,8 @@
 /* checkpoint.c - save and load the checkpoint directory. */
 #include "mt_checkpoint.h"
 
+#include "mt_text.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -111,12 +113,29 @@ static MtStEntry *file_entries(const MtParam *table, int nparams, int moments, M
 #define MT_STR_(x) #x
 #define MT_STR(x) MT_STR_(x)
 
-static MtStatus write_config(const char *tmp, const MtConfig *cfg)
+static MtStatus write_config(const char *tmp, const MtConfig *cfg, const char *tokenizer)
 {
-    char path[4200];
+    char path[4200], eotbuf[16];
     /* Left out, transformers assumes GPT-2's <|endoftext|> (50256) as both ids.  The byte
-     * tokenizer has no such token: null, unless the vocabulary holds GPT-2's. */
+     * tokenizer has no such token: null, unless the vocabulary holds GPT-2's.  A BPE
+     * tokenizer's files go beside the weights (AutoTokenizer loads them), and its
+     * <|endoftext|> is both ids. */
     const char *eot = cfg->V > MT_GPT2_EOT ? MT_STR(MT_GPT2_EOT) : "null";
+    if (tokenizer) {
+        MtBpe *bpe;
+        MT_TRY(mt_bpe_load(tokenizer, &bpe));
+        MtStatus s = mt_bpe_write_hf(bpe, tmp);
+        eot = "null";
+        for (int i = 0; i < mt_bpe_nspecial(bpe); i++) {
+            int32_t id;
+            if (strcmp(mt_bpe_special(bpe, i, &id), "<|endoftext|>") == 0) {
+                snprintf(eotbuf, sizeof eotbuf, "%d", id);
+                eot = eotbuf;
+            }
+        }
+        mt_bpe_free(bpe);
+        MT_TRY(s);
+    }
     MtBuf b;
     mt_buf_init(&b);
     mt_buf_printf(&b,
@@ -126,8 +145,8 @@ static MtStatus write_config(const char *tmp, const MtConfig *cfg)
                   "  \"activation_function\": \"gelu_new\",\n  \"tie_word_embeddings\": true,\n"
                   "  \"n_inner\": null,\n  \"torch_dtype\": \"float32\",\n"
                   "  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n"
-                  "  \"meshtrain_tokenizer\": \"bytes\"\n}\n",
-                  cfg->L, cfg->NH, cfg->C, cfg->T, cfg->T, cfg->V, eot, eot);
+                  "  \"meshtrain_tokenizer\": \"%s\"\n}\n",
+                  cfg->L, cfg->NH, cfg->C, cfg->T, cfg->T, cfg->V, eot, eot, tokenizer ? "bpe" : "bytes");
     snprintf(path, sizeof path, "%s/config.json", tmp);
     MtStatus s = write_text(path, &b);
     mt_buf_free(&b);
@@ -335,7 +354,7 @@ MtStatus mt_ckpt_par_begin(const char *dir, const MtConfig *cfg, const MtParam *
 {
     char path[4200];
     MT_TRY(mt_dir_stage(dir, stage, cap));
-    MtStatus s = write_config(stage, cfg);
+    MtStatus s = write_config(stage, cfg, ts->tokenizer);
     if (s == MT_OK)
         s = write_state(stage, ts);
     for (int moments = 0; moments < 2 && s == MT_OK; moments++) {

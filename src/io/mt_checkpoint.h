@@ -23,6 +23,9 @@ typedef struct {
                          * resolved; 1 plain); 0: not recorded (a checkpoint from before it was) */
     int accum_blocks;   /* --accum-blocks K (mt_train.h); 0: one block per micro-batch (also when absent) */
     MtOptimConfig oc;
+    const char *tokenizer; /* saving: the tokenizer the checkpoint carries (a path mt_bpe_load reads: its
+                            * tokenizer.json, vocab.json, merges.txt, tokenizer_config.json are written
+                            * beside the weights); NULL: byte-level.  Not read back. */
 } MtTrainState;
 
 /* One rank's save: the whole state from flat arrays laid out like the table (the parallel

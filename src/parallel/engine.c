@@ -186,7 +186,8 @@ static MtStatus save(MtEngine *e, const char *dir)
     MtTpe *tp = e->tp;
     const MtTrainConfig *tc = &tr->tc;
     float *P = tr->params, *M = tr->m, *V = tr->v;
-    MtTrainState ts = {.step = tr->step, .seed = tc->seed, .batch = tc->batch, .micro = tc->micro, .seq = tc->seq,
+    MtTrainState ts = {.tokenizer = tc->tokenizer, .step = tr->step, .seed = tc->seed, .batch = tc->batch,
+                       .micro = tc->micro, .seq = tc->seq,
                        .tp_blocks = tp ? tp->ctx.K : 1, .accum_blocks = tc->accum_blocks, .oc = tc->oc};
     /* the arithmetic goes with the state */
     if (!tp && (!c || mt_comm_size(c) == 1))

@@ -41,6 +41,8 @@ typedef struct {
      * each initialised alone by mt_tp_init_slice) and its activations carry the context.
      * The norm is the technique's (mt_trainer_apply).  NULL: the whole model. */
     const struct MtTpCtx *tp;
+    /* The tokenizer every checkpoint carries (a path mt_bpe_load reads; NULL: byte-level). */
+    const char *tokenizer;
 } MtTrainConfig;
 
 #define MT_MAX_TREE 32
