@@ -8,7 +8,8 @@
 # are not numbers, a bad --format, an existing --out): exit 2, one line, nothing written.
 # Into training: prepare --tokenizer writes the vocabulary's tokens and DIR/tokenizer; train
 # takes the model's vocabulary from the data (and refuses a smaller --vocab), and its
-# checkpoints carry the tokenizer files, with <|endoftext|> as bos and eos in config.json.
+# checkpoints carry the tokenizer files, with <|endoftext|> as bos and eos in config.json;
+# eval --text and sample read and write text through the checkpoint's tokenizer.
 source "$(dirname "$0")/lib.sh"
 v="$T/v.tiktoken"
 python3 - "$v" <<'PY'
@@ -89,6 +90,14 @@ grep -q '"bos_token_id": 265' "$T/ck/config.json" && grep -q '"eos_token_id": 26
 $MT_BIN tokenizer encode --tokenizer "$T/ck" --input "$T/rand.bin" --out "$T/got.txt"
 enc --input "$T/rand.bin" --out "$T/want.txt"
 cmp -s "$T/got.txt" "$T/want.txt" && pass || fail "the checkpoint's tokenizer gives other ids"
+# eval --text and sample speak the checkpoint's tokenizer
+ntok=$($MT_BIN tokenizer encode --tokenizer "$T/ck" --input "$T/text.txt" | wc -w)
+$MT_BIN eval --ckpt "$T/ck" --text "$T/text.txt" --seq-len 16 --threads 1 > "$T/eval.out" 2>&1 || fail "eval --text: $(cat "$T/eval.out")"
+grep -q "^windows $(( (ntok - 1) / 16 )) of 16 tokens" "$T/eval.out" && pass \
+  || fail "eval --text: $(head -1 "$T/eval.out"), want $(( (ntok - 1) / 16 )) windows of the text's $ntok BPE tokens"
+$MT_BIN sample --ckpt "$T/ck" --prompt "hello" --tokens 8 --threads 1 > "$T/sample.out" 2>&1 || fail "sample: $(cat "$T/sample.out")"
+head -c 5 "$T/sample.out" | grep -q "^hello" && [ "$(wc -c < "$T/sample.out")" -ge 14 ] \
+  && ! grep -qE "^hello( [0-9]+){8}$" "$T/sample.out" && pass || fail "sample did not decode its tokens: $(cat "$T/sample.out")"
 expect_bad_input "a --vocab smaller than the data's" $MT_BIN train --data "$T/data" --vocab 256 --layers 1 --heads 2 \
   --dim 32 --seq-len 16 --batch-size 4 --steps 2 --save "$T/no8"
 expect_bad_input "prepare with a broken tokenizer" $MT_BIN prepare --input "$T/text.txt" --out "$T/no15" --tokenizer "$T/b64.tiktoken"

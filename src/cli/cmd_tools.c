@@ -12,6 +12,7 @@
 #include "mt_checkpoint.h"
 #include "mt_cli.h"
 #include "mt_fsutil.h"
+#include "mt_text.h"
 #include "mt_gemm.h"
 #include "mt_kernels.h"
 #include "mt_backend.h"
@@ -106,19 +107,22 @@ int mt_cli_parse(Flag *f, int n, int argc, char **argv, const char *cmd, const c
 
 int mt_cmd_prepare(int argc, char **argv)
 {
-    const char *input = NULL, *out = NULL;
+    const char *input = NULL, *out = NULL, *tokenizer = NULL;
     float val_frac = 0.1f;
     int force = 0, dry = 0, done;
     Flag flags[] = {
         {"input", FLAG_STR, &input, "text file (UTF-8 or any bytes)", "FILE", 1},
         {"out", FLAG_STR, &out, "output directory (created)", "DIR", 1},
+        {"tokenizer", FLAG_STR, &tokenizer, "byte-level BPE vocabulary (a directory, a tokenizer.json or a tiktoken rank "
+         "file: meshtrain tokenizer): GPT-2 tokens, the tokenizer's files copied into DIR/tokenizer; not given: one "
+         "token per byte", "PATH"},
         {"val-frac", FLAG_FLOAT, &val_frac, "last fraction of the text kept for validation (val.bin)"},
         {"force", FLAG_BOOL, &force, "replace existing train.bin / val.bin"},
         {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = mt_cli_parse(flags, n, argc, argv, "prepare",
-                           "Tokenize a text file (byte level) into DIR/train.bin and DIR/val.bin.", &done);
+                           "Tokenize a text file (bytes, or byte-level BPE) into DIR/train.bin and DIR/val.bin.", &done);
     if (done)
         return rc;
     if (!input || !out)
@@ -131,7 +135,12 @@ int mt_cmd_prepare(int argc, char **argv)
     if (!force && (access(tpath, F_OK) == 0 || access(vpath, F_OK) == 0))
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: %s already holds train.bin or val.bin "
                                     "(use --force to replace them)", out));
+    MtBpe *bpe = NULL;
+    MtStatus s;
+    if (tokenizer && (s = mt_bpe_load(tokenizer, &bpe)) != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, "meshtrain prepare"));
     if (dry) {
+        mt_bpe_free(bpe);
         if (access(input, R_OK) != 0)
             return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: cannot read --input %s: %s", input,
                                         strerror(errno)));
@@ -140,43 +149,73 @@ int mt_cmd_prepare(int argc, char **argv)
     }
     unsigned char *text;
     int64_t len;
-    MtStatus s = mt_file_read(input, &text, &len);
-    if (s != MT_OK)
+    if ((s = mt_file_read(input, &text, &len)) != MT_OK) {
+        mt_bpe_free(bpe);
         return mt_cli_fail(mt_error_prefix(s, "meshtrain prepare"));
-    int64_t nval = (int64_t)(len * (double)val_frac);
-    if (len < 64 || nval < 2) {
-        free(text);
-        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: %s is too short (%lld bytes)", input,
-                                    (long long)len));
     }
-    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
-        free(text);
-        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: cannot create %s: %s", out, strerror(errno)));
-    }
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)len);
-    if (!tok) {
-        free(text);
-        return mt_cli_fail(mt_error(MT_ENOMEM, "meshtrain prepare: out of memory"));
-    }
-    mt_bytes_encode(text, len, tok);
+    int32_t *tok = NULL;
+    int64_t ntok = len, cap = 0;
+    uint32_t vocab = MT_BYTE_VOCAB;
+    if (bpe) {
+        ntok = mt_bpe_encode(bpe, text, len, 1, &tok, &cap);
+        vocab = (uint32_t)mt_bpe_vocab(bpe);
+    } else if ((tok = malloc(sizeof(int32_t) * (size_t)(len > 0 ? len : 1))))
+        mt_bytes_encode(text, len, tok);
     free(text);
+    int64_t nval = (int64_t)(ntok * (double)val_frac);
+    int ok = tok && ntok >= 64 && nval >= 2 && (mkdir(out, 0777) == 0 || errno == EEXIST);
+    if (!ok) {
+        s = !tok ? mt_error(MT_ENOMEM, "meshtrain prepare: out of memory")
+            : ntok < 64 || nval < 2 ? mt_error(MT_EINPUT, "meshtrain prepare: %s is too short (%lld tokens)", input,
+                                               (long long)ntok)
+                                    : mt_error(MT_EINPUT, "meshtrain prepare: cannot create %s: %s", out,
+                                               strerror(errno));
+        free(tok);
+        mt_bpe_free(bpe);
+        return mt_cli_fail(s);
+    }
+    int64_t len_tok = ntok;
     /* each file is written beside its final name and renamed into place */
     snprintf(tmp, sizeof tmp, "%s.tmp", tpath);
-    if ((s = mt_tokens_write(tmp, tok, len - nval, MT_BYTE_VOCAB)) == MT_OK && rename(tmp, tpath) != 0)
+    if ((s = mt_tokens_write(tmp, tok, len_tok - nval, vocab)) == MT_OK && rename(tmp, tpath) != 0)
         s = mt_error(MT_EIO, "cannot rename %s: %s", tmp, strerror(errno));
     snprintf(tmp, sizeof tmp, "%s.tmp", vpath);
-    if (s == MT_OK && (s = mt_tokens_write(tmp, tok + len - nval, nval, MT_BYTE_VOCAB)) == MT_OK &&
+    if (s == MT_OK && (s = mt_tokens_write(tmp, tok + len_tok - nval, nval, vocab)) == MT_OK &&
         rename(tmp, vpath) != 0)
         s = mt_error(MT_EIO, "cannot rename %s: %s", tmp, strerror(errno));
     free(tok);
+    /* the tokenizer goes with the tokens: DIR/tokenizer (replaced, through a staging directory) */
+    char tdir[4300];
+    snprintf(tdir, sizeof tdir, "%s/tokenizer", out);
+    if (s == MT_OK && bpe && (s = mt_dir_stage(tdir, tmp, sizeof tmp)) == MT_OK) {
+        if ((s = mt_bpe_write_hf(bpe, tmp)) == MT_OK)
+            s = mt_dir_commit(tmp, tdir);
+        else
+            mt_dir_remove(tmp);
+    }
+    mt_bpe_free(bpe);
     if (s != MT_OK)
         return mt_cli_fail(s);
-    printf("prepared %s: %lld train tokens, %lld val tokens (byte-level, vocab 256)\n", out,
-           (long long)(len - nval), (long long)nval);
+    if (vocab == MT_BYTE_VOCAB && !tokenizer)
+        printf("prepared %s: %lld train tokens, %lld val tokens (byte-level, vocab 256)\n", out,
+               (long long)(len_tok - nval), (long long)nval);
+    else
+        printf("prepared %s: %lld train tokens, %lld val tokens (byte-level BPE, vocab %u, tokenizer in %s)\n", out,
+               (long long)(len_tok - nval), (long long)nval, vocab, tdir);
     return 0;
 }
 
 /* ---- loading a checkpoint for eval and sample ---- */
+
+/* The checkpoint's BPE tokenizer (its tokenizer.json: train wrote it from the data's), or
+ * NULL and MT_OK for a byte-level checkpoint. */
+static MtStatus ckpt_tokenizer(const char *ckpt, MtBpe **out)
+{
+    char path[4200];
+    *out = NULL;
+    snprintf(path, sizeof path, "%s/tokenizer.json", ckpt);
+    return access(path, F_OK) == 0 ? mt_bpe_load(path, out) : MT_OK;
+}
 
 static MtStatus load_model(const char *dir, int micro, int seq, MtTrainer *tr)
 {
@@ -227,23 +266,25 @@ int mt_cmd_eval(int argc, char **argv)
         return mt_cli_fail(MT_EINPUT);
     MtTokens tok = {0};
     MtStatus s;
+    MtBpe *bpe = NULL;
     if (data) {
         s = mt_tokens_read(data, &tok);
-    } else {
+    } else if ((s = ckpt_tokenizer(ckpt, &bpe)) == MT_OK) { /* the checkpoint's tokenizer (or bytes) */
         unsigned char *bytes;
-        int64_t len;
-        s = mt_file_read(text, &bytes, &len);
-        if (s == MT_OK) {
-            tok.tok = malloc(sizeof(int32_t) * (size_t)(len ? len : 1));
-            if (tok.tok) {
+        int64_t len, cap = 0;
+        if ((s = mt_file_read(text, &bytes, &len)) == MT_OK) {
+            if (bpe) {
+                tok.count = mt_bpe_encode(bpe, bytes, len, 1, &tok.tok, &cap);
+                tok.vocab = (uint32_t)mt_bpe_vocab(bpe);
+            } else if ((tok.tok = malloc(sizeof(int32_t) * (size_t)(len ? len : 1)))) {
                 mt_bytes_encode(bytes, len, tok.tok);
                 tok.count = len;
                 tok.vocab = MT_BYTE_VOCAB;
-            } else {
+            } else
                 s = mt_error(MT_ENOMEM, "out of memory");
-            }
             free(bytes);
         }
+        mt_bpe_free(bpe);
     }
     if (s != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain eval"));
@@ -347,15 +388,24 @@ int mt_cmd_sample(int argc, char **argv)
     if ((threads = mt_cli_setup_threads(threads, "sample")) < 0)
         return mt_cli_fail(MT_EINPUT);
     MtConfig cfg;
+    MtBpe *bpe = NULL;
     MtStatus s = mt_ckpt_read_config(ckpt, &cfg);
+    if (s == MT_OK)
+        s = ckpt_tokenizer(ckpt, &bpe); /* BPE: its tokens; else each byte is a token */
     if (s != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain sample"));
-    for (const unsigned char *b = (const unsigned char *)prompt; *b; b++) /* each byte is a token */
+    if (bpe && mt_bpe_vocab(bpe) > cfg.V) {
+        mt_bpe_free(bpe);
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain sample: the checkpoint's tokenizer has %d tokens, its model "
+                                    "%d", mt_bpe_vocab(bpe), cfg.V));
+    }
+    for (const unsigned char *b = (const unsigned char *)prompt; *b && !bpe; b++)
         if (*b >= cfg.V)
             return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain sample: the prompt's byte 0x%02x (at offset %d) is not "
                                         "a token of the checkpoint's vocabulary of %d", *b,
                                         (int)(b - (const unsigned char *)prompt), cfg.V));
     if (dry) {
+        mt_bpe_free(bpe);
         if ((s = mt_ckpt_check_shapes(ckpt, &cfg, 0)) != MT_OK)
             return mt_cli_fail(mt_error_prefix(s, "meshtrain sample"));
         mt_flags_print(flags, n);
@@ -363,8 +413,10 @@ int mt_cmd_sample(int argc, char **argv)
     }
     MtTrainer tr;
     s = load_model(ckpt, 1, 0, &tr);
-    if (s != MT_OK)
+    if (s != MT_OK) {
+        mt_bpe_free(bpe);
         return mt_cli_fail(mt_error_prefix(s, "meshtrain sample"));
+    }
     int T = tr.tc.cfg.T, V = tr.tc.cfg.V;
     int64_t plen = (int64_t)strlen(prompt), total = plen + ntok;
     int32_t *seqbuf = malloc(sizeof(int32_t) * (size_t)(total + 1));
@@ -374,13 +426,35 @@ int mt_cmd_sample(int argc, char **argv)
         free(probs);
         free(row);
         mt_trainer_free(&tr);
+        mt_bpe_free(bpe);
         return mt_cli_fail(mt_error(MT_ENOMEM, "meshtrain sample: out of memory"));
     }
-    mt_bytes_encode((const unsigned char *)prompt, plen, seqbuf);
     int64_t len = plen;
-    if (len == 0)
-        seqbuf[len++] = '\n'; /* an empty prompt starts from a newline */
+    if (bpe) { /* the prompt's tokens (never more than its bytes) */
+        int32_t *ids = NULL;
+        int64_t cap = 0;
+        len = mt_bpe_encode(bpe, (const unsigned char *)prompt, plen, 1, &ids, &cap);
+        if (len)
+            memcpy(seqbuf, ids, sizeof(int32_t) * (size_t)len);
+        free(ids);
+    } else
+        mt_bytes_encode((const unsigned char *)prompt, plen, seqbuf);
+    if (len == 0) { /* an empty prompt starts from a newline (BPE: its <|endoftext|> if it has one) */
+        seqbuf[len] = '\n';
+        for (int i = 0; bpe && i < mt_bpe_nspecial(bpe); i++) {
+            int32_t id;
+            if (strcmp(mt_bpe_special(bpe, i, &id), "<|endoftext|>") == 0)
+                seqbuf[len] = id;
+        }
+        if (bpe && seqbuf[len] == '\n') {
+            int64_t k = 0;
+            mt_bpe_encode_piece(bpe, (const unsigned char *)"\n", 1, seqbuf, &k);
+        }
+        len++;
+    }
     fputs(prompt, stdout);
+    unsigned char *out = NULL;
+    int64_t ocap = 0, bad;
     for (int i = 0; i < ntok; i++) {
         int64_t start = len > T ? len - T : 0;
         int w = (int)(len - start);
@@ -394,16 +468,22 @@ int mt_cmd_sample(int argc, char **argv)
         int next = sample_token(row, V, temperature, top_k,
                                 mt_rng_uniform(seed, STREAM_SAMPLE, (uint64_t)i, 0), probs);
         seqbuf[len++] = next;
-        if (V <= 256)
+        int64_t nb = bpe ? mt_bpe_decode(bpe, &seqbuf[len - 1], 1, &out, &ocap, &bad) : -1;
+        if (nb >= 0) /* its bytes (a token past the tokenizer's, a padding row, as its id) */
+            fwrite(out, 1, (size_t)nb, stdout);
+        else if (V <= 256)
             putchar(next);
         else
             printf(" %d", next);
+        fflush(stdout);
     }
     putchar('\n');
+    free(out);
     free(seqbuf);
     free(probs);
     free(row);
     mt_trainer_free(&tr);
+    mt_bpe_free(bpe);
     return 0;
 }
 
