@@ -224,17 +224,32 @@ int mt_cmd_tokenizer(int argc, char **argv)
     FILE *f = s != MT_OK ? NULL : strcmp(out, "-") == 0 ? stdout : fopen(out, "wb");
     if (s == MT_OK && !f)
         s = mt_error(MT_EINPUT, "cannot write %s: %s", out, strerror(errno));
-    if (s == MT_OK && encode && fmt == 0) {
-        for (int64_t i = 0; i < nids; i++)
-            fprintf(f, i ? " %d" : "%d", ids[i]);
-        fputc('\n', f);
-    } else if (s == MT_OK && encode)
-        for (int64_t i = 0; i < nids; i++) {
-            unsigned char w[4] = {(unsigned char)ids[i], (unsigned char)(ids[i] >> 8), (unsigned char)(ids[i] >> 16),
-                                  (unsigned char)(ids[i] >> 24)};
-            fwrite(w, 1, (size_t)fmt, f);
+    if (s == MT_OK && encode) { /* the ids formatted into one buffer, written at once */
+        unsigned char *buf = malloc((size_t)(nids > 0 ? nids : 1) * 12 + 1);
+        int64_t k = 0;
+        for (int64_t i = 0; buf && i < nids; i++) {
+            uint32_t v = (uint32_t)ids[i];
+            if (fmt) {
+                for (int j = 0; j < fmt; j++)
+                    buf[k++] = (unsigned char)(v >> (8 * j));
+                continue;
+            }
+            char d[12];
+            int nd = 0;
+            do
+                d[nd++] = (char)('0' + v % 10);
+            while ((v /= 10) > 0);
+            if (i)
+                buf[k++] = ' ';
+            while (nd)
+                buf[k++] = (unsigned char)d[--nd];
         }
-    else if (s == MT_OK)
+        if (buf && !fmt)
+            buf[k++] = '\n';
+        if (!buf || fwrite(buf, 1, (size_t)k, f) != (size_t)k)
+            s = mt_error(MT_EIO, "cannot write %s", out);
+        free(buf);
+    } else if (s == MT_OK)
         fwrite(bytes, 1, (size_t)nbytes, f);
     if (f && ((f != stdout && fclose(f) != 0) || (f == stdout && fflush(f) != 0)))
         s = mt_error(MT_EIO, "cannot write %s", out);

@@ -11,9 +11,10 @@
 #define SHORT_PIECE 64 /* below: tiktoken's in-place merge; from here: the heap */
 
 typedef struct {
-    int64_t off;   /* into blob */
+    uint32_t off;  /* into blob */
     int32_t len;   /* bytes; 0: empty slot */
     int32_t rank;
+    uint32_t tag;  /* the hash's high bits: most misses end without comparing bytes */
 } Slot;
 
 struct MtBpe {
@@ -91,11 +92,13 @@ int32_t mt_bpe_rank(const MtBpe *b, const unsigned char *s, int len)
 {
     if (len == 1)
         return b->byte_rank[s[0]];
-    for (int64_t h = (int64_t)(hash(s, len) & (uint64_t)b->mask);; h = (h + 1) & b->mask) {
+    uint64_t hv = hash(s, len);
+    uint32_t tag = (uint32_t)(hv >> 32);
+    for (int64_t h = (int64_t)(hv & (uint64_t)b->mask);; h = (h + 1) & b->mask) {
         const Slot *e = &b->slot[h];
         if (e->len == 0)
             return -1;
-        if (e->len == len && memcmp(b->blob + e->off, s, (size_t)len) == 0)
+        if (e->tag == tag && e->len == len && memcmp(b->blob + e->off, s, (size_t)len) == 0)
             return e->rank;
     }
 }
@@ -108,6 +111,8 @@ MtStatus mt_bpe_add(MtBpe *b, const unsigned char *s, int len, int32_t rank)
         return mt_error(MT_EINPUT, "id %d is given twice", rank);
     if (mt_bpe_rank(b, s, len) >= 0)
         return mt_error(MT_EINPUT, "the bytes of id %d are already id %d", rank, mt_bpe_rank(b, s, len));
+    if (b->nblob + len > UINT32_MAX)
+        return mt_error(MT_EINPUT, "the vocabulary's tokens exceed 4 GB");
     if (b->nblob + len > b->capblob) {
         int64_t c = 2 * b->capblob + len;
         unsigned char *nb = realloc(b->blob, (size_t)c);
@@ -117,10 +122,11 @@ MtStatus mt_bpe_add(MtBpe *b, const unsigned char *s, int len, int32_t rank)
         b->capblob = c;
     }
     memcpy(b->blob + b->nblob, s, (size_t)len);
-    int64_t h = (int64_t)(hash(s, len) & (uint64_t)b->mask);
+    uint64_t hv = hash(s, len);
+    int64_t h = (int64_t)(hv & (uint64_t)b->mask);
     while (b->slot[h].len != 0)
         h = (h + 1) & b->mask;
-    b->slot[h] = (Slot){b->nblob, len, rank};
+    b->slot[h] = (Slot){(uint32_t)b->nblob, len, rank, (uint32_t)(hv >> 32)};
     b->tok_off[rank] = b->nblob;
     b->tok_len[rank] = len;
     b->nblob += len;
@@ -309,10 +315,12 @@ MtStatus mt_bpe_read_tiktoken(const char *path, int with_eot, MtBpe **out)
 static void merge_short(const MtBpe *b, const unsigned char *p, int len, int32_t *out, int64_t *k)
 {
     int start[SHORT_PIECE + 1];
-    int32_t rank[SHORT_PIECE + 1];
+    int32_t rank[SHORT_PIECE + 1], tok[SHORT_PIECE + 1]; /* pair i's rank, part i's token */
     int n = len + 1; /* parts, the last one the end */
-    for (int i = 0; i <= len; i++)
+    for (int i = 0; i <= len; i++) {
         start[i] = i;
+        tok[i] = i < len ? b->byte_rank[p[i]] : -1;
+    }
     for (int i = 0; i + 2 < n; i++)
         rank[i] = mt_bpe_rank(b, p + i, 2);
     for (;;) {
@@ -325,9 +333,11 @@ static void merge_short(const MtBpe *b, const unsigned char *p, int len, int32_t
             }
         if (best < 0)
             break;
+        tok[best] = br;
         for (int i = best + 1; i + 1 < n; i++) { /* part best + 1 joins part best */
             start[i] = start[i + 1];
             rank[i] = rank[i + 1];
+            tok[i] = tok[i + 1];
         }
         n--;
         if (best + 2 < n)
@@ -338,7 +348,7 @@ static void merge_short(const MtBpe *b, const unsigned char *p, int len, int32_t
             rank[best - 1] = mt_bpe_rank(b, p + start[best - 1], start[best + 1] - start[best - 1]);
     }
     for (int i = 0; i + 1 < n; i++)
-        out[(*k)++] = mt_bpe_rank(b, p + start[i], start[i + 1] - start[i]);
+        out[(*k)++] = tok[i];
 }
 
 /* the same on a long piece: parts as a linked list, pairs in a min-heap keyed by (rank,
