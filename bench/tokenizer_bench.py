@@ -171,6 +171,22 @@ def main():
         hs = f"{h:.2f}" if h else "-"
         hr = f"{m / h:.2f}x" if h else "-"
         print(f"| {name} | {mb:.1f} | {m:.1f} | {t:.1f} | {hs} | {m / t:.2f}x | {hr} |")
+    # prepare: one thread and two, on the prose
+    prose_path = os.path.join(tmp, "English.txt")
+    pt = []
+    for th in (1, 2):
+        best = 1e9
+        for _ in range(a.reps):
+            out = os.path.join(tmp, f"prep{th}")
+            subprocess.run(["rm", "-rf", out], check=True)
+            t0 = time.perf_counter()
+            subprocess.run([a.meshtrain, "prepare", "--input", prose_path, "--out", out, "--tokenizer", a.tiktoken_file,
+                            "--threads", str(th)], check=True, stdout=subprocess.DEVNULL)
+            best = min(best, time.perf_counter() - t0)
+        pt.append(best)
+    mb = os.path.getsize(prose_path) / 1e6
+    print(f"\n`prepare` on the prose ({mb:.1f} MB, whole command: read, encode, write): 1 thread {mb / pt[0]:.1f} MB/s, "
+          f"2 threads {mb / pt[1]:.1f} MB/s: {pt[0] / pt[1]:.2f}x")
     # scaling: 1 MB and 10 MB, prose and one piece with no split point
     print("\n| input | 1 MB s | 10 MB s | ratio |")
     print("|---|---:|---:|---:|")

@@ -6,7 +6,8 @@
 # and from vocab.json + merges.txt with the same ids; and every bad input (a broken rank
 # file, a missing one, broken Hugging Face files, an id outside the vocabulary, ids that
 # are not numbers, a bad --format, an existing --out): exit 2, one line, nothing written.
-# Into training: prepare --tokenizer writes the vocabulary's tokens and DIR/tokenizer; train
+# Into training: prepare --tokenizer writes the vocabulary's tokens (the same on 1, 2 and 3
+# threads) and DIR/tokenizer; train
 # takes the model's vocabulary from the data (and refuses a smaller --vocab), and its
 # checkpoints carry the tokenizer files, with <|endoftext|> as bos and eos in config.json;
 # eval --text and sample read and write text through the checkpoint's tokenizer.
@@ -90,6 +91,18 @@ grep -q '"bos_token_id": 265' "$T/ck/config.json" && grep -q '"eos_token_id": 26
 $MT_BIN tokenizer encode --tokenizer "$T/ck" --input "$T/rand.bin" --out "$T/got.txt"
 enc --input "$T/rand.bin" --out "$T/want.txt"
 cmp -s "$T/got.txt" "$T/want.txt" && pass || fail "the checkpoint's tokenizer gives other ids"
+# prepare on several threads: the same tokens as one (1.5 MB: text, a 2-byte character, random bytes)
+python3 -c "
+import random
+r = random.Random(4)
+words = ['hello', 'world', 'caf\u00e9', \"it's\", '  ', '\\n', '123', 'ab!!']
+t = ' '.join(r.choice(words) for _ in range(200000)).encode()
+open('$T/big.txt', 'wb').write(t + bytes(r.randrange(256) for _ in range(300000)) + t)"
+for t in 1 2 3; do
+  $MT_BIN prepare --input "$T/big.txt" --out "$T/p$t" --tokenizer "$v" --threads $t > /dev/null || fail "prepare --threads $t"
+done
+cmp -s "$T/p1/train.bin" "$T/p2/train.bin" && cmp -s "$T/p1/train.bin" "$T/p3/train.bin" && cmp -s "$T/p1/val.bin" "$T/p3/val.bin" \
+  && pass || fail "prepare: --threads 2 or 3 gave other tokens than one thread"
 # eval --text and sample speak the checkpoint's tokenizer
 ntok=$($MT_BIN tokenizer encode --tokenizer "$T/ck" --input "$T/text.txt" | wc -w)
 $MT_BIN eval --ckpt "$T/ck" --text "$T/text.txt" --seq-len 16 --threads 1 > "$T/eval.out" 2>&1 || fail "eval --text: $(cat "$T/eval.out")"

@@ -109,7 +109,7 @@ int mt_cmd_prepare(int argc, char **argv)
 {
     const char *input = NULL, *out = NULL, *tokenizer = NULL;
     float val_frac = 0.1f;
-    int force = 0, dry = 0, done;
+    int force = 0, dry = 0, done, threads = 0;
     Flag flags[] = {
         {"input", FLAG_STR, &input, "text file (UTF-8 or any bytes)", "FILE", 1},
         {"out", FLAG_STR, &out, "output directory (created)", "DIR", 1},
@@ -118,6 +118,8 @@ int mt_cmd_prepare(int argc, char **argv)
          "token per byte", "PATH"},
         {"val-frac", FLAG_FLOAT, &val_frac, "last fraction of the text kept for validation (val.bin)"},
         {"force", FLAG_BOOL, &force, "replace existing train.bin / val.bin"},
+        {"threads", FLAG_INT, &threads, "threads that encode with --tokenizer; the ids do not depend on it (0: "
+         "OMP_NUM_THREADS if set, else this machine's cores)"},
         {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
@@ -137,6 +139,8 @@ int mt_cmd_prepare(int argc, char **argv)
                                     "(use --force to replace them)", out));
     MtBpe *bpe = NULL;
     MtStatus s;
+    if ((threads = mt_cli_threads(threads, 1)) < 1)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: --threads must be >= 0"));
     if (tokenizer && (s = mt_bpe_load(tokenizer, &bpe)) != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain prepare"));
     if (dry) {
@@ -157,7 +161,7 @@ int mt_cmd_prepare(int argc, char **argv)
     int64_t ntok = len, cap = 0;
     uint32_t vocab = MT_BYTE_VOCAB;
     if (bpe) {
-        ntok = mt_bpe_encode(bpe, text, len, 1, &tok, &cap);
+        ntok = mt_bpe_encode_threads(bpe, text, len, 1, threads, &tok, &cap);
         vocab = (uint32_t)mt_bpe_vocab(bpe);
     } else if ((tok = malloc(sizeof(int32_t) * (size_t)(len > 0 ? len : 1))))
         mt_bytes_encode(text, len, tok);

@@ -514,6 +514,74 @@ int64_t mt_bpe_encode(const MtBpe *b, const unsigned char *text, int64_t n, int 
     return encode_plain(b, text + at, n - at, ids, cap, k);
 }
 
+/* the first cut point at or after i: text[j] a space, text[j - 1] a character that is not
+ * white space (an ASCII one, or the last byte of a valid sequence), text[j + 1] a letter
+ * (ASCII, or a valid sequence of class letter); n if none */
+static int64_t cut_after(const unsigned char *t, int64_t n, int64_t i)
+{
+    for (int64_t j = i > 1 ? i : 1; j + 1 < n; j++) {
+        if (t[j] != ' ')
+            continue;
+        unsigned char p = t[j - 1];
+        if (p >= 0xC0 || (p < 0x80 && mt_uni_class(p) == MT_UNI_SPACE))
+            continue; /* before: white space, or a lead byte (a truncated sequence) */
+        if (p >= 0x80) { /* a continuation byte: find its sequence's start and check it */
+            int64_t s = j - 1;
+            while (s > 0 && j - s < 4 && (t[s] & 0xC0) == 0x80)
+                s--;
+            int len;
+            int32_t cp = mt_utf8_next(t + s, n - s, &len);
+            if (cp < 0 || s + len != j || mt_uni_class((uint32_t)cp) == MT_UNI_SPACE)
+                continue;
+        }
+        int len;
+        int32_t c = mt_utf8_next(t + j + 1, n - j - 1, &len);
+        if (c >= 0 && mt_uni_class((uint32_t)c) == MT_UNI_LETTER)
+            return j;
+    }
+    return n;
+}
+
+int64_t mt_bpe_encode_threads(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special, int threads,
+                              int32_t **ids, int64_t *cap)
+{
+    int parts = threads > 1 && n > (1 << 20) ? 4 * threads : 1; /* more parts than threads: even loads */
+    for (int i = 0; i < b->nspecial; i++)
+        if (allow_special && strchr(b->special[i], ' '))
+            parts = 1; /* a special's text could span a cut */
+    if (parts == 1)
+        return mt_bpe_encode(b, text, n, allow_special, ids, cap);
+    int64_t *at = malloc(sizeof(int64_t) * (size_t)(parts + 1));
+    int32_t **pid = calloc((size_t)parts, sizeof(int32_t *));
+    int64_t *pn = calloc((size_t)parts, sizeof(int64_t)), *pcap = calloc((size_t)parts, sizeof(int64_t));
+    MT_ASSERT(at && pid && pn && pcap, "out of memory for %d parts", parts);
+    at[0] = 0;
+    for (int k = 1; k < parts; k++) {
+        int64_t c = cut_after(text, n, n / parts * k);
+        at[k] = c > at[k - 1] ? c : at[k - 1];
+    }
+    at[parts] = n;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int k = 0; k < parts; k++)
+        pn[k] = mt_bpe_encode(b, text + at[k], at[k + 1] - at[k], allow_special, &pid[k], &pcap[k]);
+    int64_t total = 0;
+    for (int k = 0; k < parts; k++)
+        total += pn[k];
+    MT_ASSERT(grow(ids, cap, total > 0 ? total : 1), "out of memory for %lld token ids", (long long)total);
+    int64_t k0 = 0;
+    for (int k = 0; k < parts; k++) {
+        if (pn[k])
+            memcpy(*ids + k0, pid[k], sizeof(int32_t) * (size_t)pn[k]);
+        k0 += pn[k];
+        free(pid[k]);
+    }
+    free(at);
+    free(pid);
+    free(pn);
+    free(pcap);
+    return total;
+}
+
 int64_t mt_bpe_decode(const MtBpe *b, const int32_t *ids, int64_t n, unsigned char **out, int64_t *cap, int64_t *bad)
 {
     int64_t k = 0;

@@ -101,6 +101,11 @@ MtStatus mt_bpe_write_hf(const MtBpe *b, const char *dir);
  * returns their count. */
 int64_t mt_bpe_encode(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special, int32_t **ids,
                       int64_t *cap);
+/* The same on `threads` threads: the text cut at points where a piece always ends whatever
+ * comes before (a space after a character that is not white space, before a letter), each
+ * part encoded alone, the ids joined: the same ids as one thread. */
+int64_t mt_bpe_encode_threads(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special, int threads,
+                              int32_t **ids, int64_t *cap);
 /* The ids of one piece (no specials, no splitting) appended to out[*k..]: out has room for
  * len ids. */
 void mt_bpe_encode_piece(const MtBpe *b, const unsigned char *piece, int len, int32_t *out, int64_t *k);
