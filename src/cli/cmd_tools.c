@@ -1,5 +1,6 @@
 /* cmd_tools.c - `meshtrain prepare`, `eval`, `sample`, `bench`, and shared set-up. */
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,21 @@ int mt_cli_parse(Flag *f, int n, int argc, char **argv, const char *cmd, const c
 /* ---- prepare ---- */
 
 
+/* the tokenizer's files rendered while the text is encoded (with --threads > 1, on a thread
+ * of their own) */
+typedef struct {
+    const MtBpe *bpe;
+    MtBuf files[MT_HF_NFILES];
+    MtStatus s;
+} Render;
+
+static void *render_hf(void *arg)
+{
+    Render *r = arg;
+    r->s = mt_bpe_render_hf(r->bpe, r->files);
+    return NULL;
+}
+
 int mt_cmd_prepare(int argc, char **argv)
 {
     const char *input = NULL, *out = NULL, *tokenizer = NULL;
@@ -160,9 +176,16 @@ int mt_cmd_prepare(int argc, char **argv)
     int32_t *tok = NULL;
     int64_t ntok = len, cap = 0;
     uint32_t vocab = MT_BYTE_VOCAB;
+    Render render = {bpe, {{0}}, MT_OK};
+    pthread_t rt;
+    int rendering = bpe && threads > 1 && pthread_create(&rt, NULL, render_hf, &render) == 0;
+    if (bpe && !rendering)
+        render_hf(&render);
     if (bpe) {
         ntok = mt_bpe_encode_threads(bpe, text, len, 1, threads, &tok, &cap);
         vocab = (uint32_t)mt_bpe_vocab(bpe);
+        if (rendering)
+            pthread_join(rt, NULL);
     } else if ((tok = malloc(sizeof(int32_t) * (size_t)(len > 0 ? len : 1))))
         mt_bytes_encode(text, len, tok);
     free(text);
@@ -176,6 +199,8 @@ int mt_cmd_prepare(int argc, char **argv)
                                                strerror(errno));
         free(tok);
         mt_bpe_free(bpe);
+        for (int i = 0; bpe && i < MT_HF_NFILES; i++)
+            mt_buf_free(&render.files[i]);
         return mt_cli_fail(s);
     }
     int64_t len_tok = ntok;
@@ -191,12 +216,16 @@ int mt_cmd_prepare(int argc, char **argv)
     /* the tokenizer goes with the tokens: DIR/tokenizer (replaced, through a staging directory) */
     char tdir[4300];
     snprintf(tdir, sizeof tdir, "%s/tokenizer", out);
+    if (s == MT_OK && bpe)
+        s = render.s;
     if (s == MT_OK && bpe && (s = mt_dir_stage(tdir, tmp, sizeof tmp)) == MT_OK) {
-        if ((s = mt_bpe_write_hf(bpe, tmp)) == MT_OK)
+        if ((s = mt_bpe_put_hf(render.files, tmp)) == MT_OK)
             s = mt_dir_commit(tmp, tdir);
         else
             mt_dir_remove(tmp);
     }
+    for (int i = 0; bpe && i < MT_HF_NFILES; i++) /* (put frees them; freed twice is a no-op) */
+        mt_buf_free(&render.files[i]);
     mt_bpe_free(bpe);
     if (s != MT_OK)
         return mt_cli_fail(s);

@@ -343,17 +343,21 @@ static MtStatus put(const char *dir, const char *name, const MtBuf *buf)
     return MT_OK;
 }
 
-MtStatus mt_bpe_write_hf(const MtBpe *b, const char *dir)
+const char *const mt_hf_files[MT_HF_NFILES] = {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json"};
+
+MtStatus mt_bpe_render_hf(const MtBpe *b, MtBuf out[MT_HF_NFILES])
 {
     byte_map();
     int32_t V = mt_bpe_vocab(b);
     char *str = malloc(4096);
-    MtBuf vocab, merges, mtxt, tj, cfg;
-    mt_buf_init(&vocab);
+    MtBuf merges;
+    MtBuf *tj = &out[0], *vocab_ = &out[1], *mtxt_ = &out[2], *cfg_ = &out[3];
+    for (int i = 0; i < MT_HF_NFILES; i++)
+        mt_buf_init(&out[i]);
     mt_buf_init(&merges);
-    mt_buf_init(&mtxt);
-    mt_buf_init(&tj);
-    mt_buf_init(&cfg);
+#define vocab (*vocab_)
+#define mtxt (*mtxt_)
+#define cfg (*cfg_)
     MtStatus s = str ? MT_OK : mt_error(MT_ENOMEM, "out of memory");
     const char *eot = NULL;
     mt_buf_printf(&vocab, "{");
@@ -404,16 +408,16 @@ MtStatus mt_bpe_write_hf(const MtBpe *b, const char *dir)
     }
     mt_buf_printf(&vocab, "}");
     mt_buf_printf(&merges, "]");
-    mt_buf_printf(&tj, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [");
+    mt_buf_printf(tj, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [");
     for (int i = 0; i < mt_bpe_nspecial(b); i++) {
         int32_t sid;
         const char *t = mt_bpe_special(b, i, &sid);
-        mt_buf_printf(&tj, "%s{\"id\": %d, \"content\": ", i ? ", " : "", sid);
-        mt_buf_json_str(&tj, t);
-        mt_buf_printf(&tj, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, "
+        mt_buf_printf(tj, "%s{\"id\": %d, \"content\": ", i ? ", " : "", sid);
+        mt_buf_json_str(tj, t);
+        mt_buf_printf(tj, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, "
                            "\"special\": true}");
     }
-    mt_buf_printf(&tj, "],\n  \"normalizer\": null,\n"
+    mt_buf_printf(tj, "],\n  \"normalizer\": null,\n"
                        "  \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": "
                        "true, \"use_regex\": true},\n"
                        "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": "
@@ -424,11 +428,11 @@ MtStatus mt_bpe_write_hf(const MtBpe *b, const char *dir)
                        "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", \"fuse_unk\": false, "
                        "\"byte_fallback\": false, \"ignore_merges\": false,\n    \"vocab\": ");
     if (vocab.data)
-        mt_buf_printf(&tj, "%s", vocab.data);
-    mt_buf_printf(&tj, ",\n    \"merges\": ");
+        mt_buf_printf(tj, "%s", vocab.data);
+    mt_buf_printf(tj, ",\n    \"merges\": ");
     if (merges.data)
-        mt_buf_printf(&tj, "%s", merges.data);
-    mt_buf_printf(&tj, "\n  }\n}\n");
+        mt_buf_printf(tj, "%s", merges.data);
+    mt_buf_printf(tj, "\n  }\n}\n");
     mt_buf_printf(&cfg, "{\n  \"tokenizer_class\": \"GPT2Tokenizer\",\n  \"add_prefix_space\": false,\n"
                         "  \"model_max_length\": 1024,\n  \"clean_up_tokenization_spaces\": false");
     if (eot)
@@ -436,19 +440,33 @@ MtStatus mt_bpe_write_hf(const MtBpe *b, const char *dir)
                       eot);
     mt_buf_printf(&cfg, "\n}\n");
     mt_buf_printf(&vocab, "\n");
-    if (s == MT_OK)
-        s = put(dir, "tokenizer.json", &tj);
-    if (s == MT_OK)
-        s = put(dir, "vocab.json", &vocab);
-    if (s == MT_OK)
-        s = put(dir, "merges.txt", &mtxt);
-    if (s == MT_OK)
-        s = put(dir, "tokenizer_config.json", &cfg);
+#undef vocab
+#undef mtxt
+#undef cfg
     free(str);
-    mt_buf_free(&vocab);
     mt_buf_free(&merges);
-    mt_buf_free(&mtxt);
-    mt_buf_free(&tj);
-    mt_buf_free(&cfg);
+    for (int i = 0; s == MT_OK && i < MT_HF_NFILES; i++)
+        if (out[i].failed)
+            s = mt_error(MT_ENOMEM, "out of memory for %s", mt_hf_files[i]);
+    if (s != MT_OK)
+        for (int i = 0; i < MT_HF_NFILES; i++)
+            mt_buf_free(&out[i]);
     return s;
+}
+
+MtStatus mt_bpe_put_hf(MtBuf files[MT_HF_NFILES], const char *dir)
+{
+    MtStatus s = MT_OK;
+    for (int i = 0; s == MT_OK && i < MT_HF_NFILES; i++)
+        s = put(dir, mt_hf_files[i], &files[i]);
+    for (int i = 0; i < MT_HF_NFILES; i++)
+        mt_buf_free(&files[i]);
+    return s;
+}
+
+MtStatus mt_bpe_write_hf(const MtBpe *b, const char *dir)
+{
+    MtBuf files[MT_HF_NFILES];
+    MT_TRY(mt_bpe_render_hf(b, files));
+    return mt_bpe_put_hf(files, dir);
 }

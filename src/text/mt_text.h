@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "mt_core.h"
+#include "mt_json.h" /* MtBuf */
 
 /* ---- Unicode classes and the pre-tokenizer ---- */
 
@@ -96,6 +97,12 @@ MtStatus mt_bpe_load(const char *path, MtBpe **out);
 /* Writes dir/tokenizer.json, vocab.json, merges.txt and tokenizer_config.json (the files
  * `transformers` loads; merges recovered by mt_bpe_split). */
 MtStatus mt_bpe_write_hf(const MtBpe *b, const char *dir);
+/* The same in two halves: the four files' texts (mt_hf_files' order) into memory, then
+ * written into dir (which frees them). */
+#define MT_HF_NFILES 4
+extern const char *const mt_hf_files[MT_HF_NFILES];
+MtStatus mt_bpe_render_hf(const MtBpe *b, MtBuf out[MT_HF_NFILES]);
+MtStatus mt_bpe_put_hf(MtBuf files[MT_HF_NFILES], const char *dir);
 
 /* Token ids of text[0..n) into *ids (grown with realloc; *cap its room), specials as above;
  * returns their count. */
