@@ -7,7 +7,7 @@
 # file, a missing one, broken Hugging Face files, an id outside the vocabulary, ids that
 # are not numbers, a bad --format, an existing --out): exit 2, one line, nothing written.
 # Into training: prepare --tokenizer writes the vocabulary's tokens (the same on 1, 2 and 3
-# threads) and DIR/tokenizer; train
+# threads; several inputs as documents separated by <|endoftext|>) and DIR/tokenizer; train
 # takes the model's vocabulary from the data (and refuses a smaller --vocab), and its
 # checkpoints carry the tokenizer files, with <|endoftext|> as bos and eos in config.json;
 # eval --text and sample read and write text through the checkpoint's tokenizer.
@@ -103,6 +103,18 @@ for t in 1 2 3; do
 done
 cmp -s "$T/p1/train.bin" "$T/p2/train.bin" && cmp -s "$T/p1/train.bin" "$T/p3/train.bin" && cmp -s "$T/p1/val.bin" "$T/p3/val.bin" \
   && pass || fail "prepare: --threads 2 or 3 gave other tokens than one thread"
+# several inputs: documents separated by <|endoftext|> (bytes: joined as they are)
+head -c 30000 "$T/big.txt" > "$T/doc1.txt"
+tail -c 20000 "$T/big.txt" > "$T/doc2.txt"
+{ cat "$T/doc1.txt"; printf '<|endoftext|>'; cat "$T/doc2.txt"; } > "$T/joined.txt"
+$MT_BIN prepare --input "$T/doc1.txt" "$T/doc2.txt" --out "$T/m2" --tokenizer "$v" > /dev/null || fail "prepare of two inputs"
+$MT_BIN prepare --input "$T/joined.txt" --out "$T/m1" --tokenizer "$v" > /dev/null || fail "prepare of the joined input"
+cmp -s "$T/m1/train.bin" "$T/m2/train.bin" && cmp -s "$T/m1/val.bin" "$T/m2/val.bin" && pass \
+  || fail "two inputs are not the documents joined by <|endoftext|>"
+cat "$T/doc1.txt" "$T/doc2.txt" > "$T/cat.txt"
+$MT_BIN prepare --input "$T/doc1.txt" "$T/doc2.txt" --out "$T/b2" > /dev/null && $MT_BIN prepare --input "$T/cat.txt" --out "$T/b1" > /dev/null
+cmp -s "$T/b1/train.bin" "$T/b2/train.bin" && pass || fail "byte-level: two inputs are not the files joined"
+expect_bad_input "prepare with a missing second input" $MT_BIN prepare --input "$T/doc1.txt" "$T/none.txt" --out "$T/no16"
 # eval --text and sample speak the checkpoint's tokenizer
 ntok=$($MT_BIN tokenizer encode --tokenizer "$T/ck" --input "$T/text.txt" | wc -w)
 $MT_BIN eval --ckpt "$T/ck" --text "$T/text.txt" --seq-len 16 --threads 1 > "$T/eval.out" 2>&1 || fail "eval --text: $(cat "$T/eval.out")"
@@ -116,5 +128,5 @@ expect_bad_input "a --vocab smaller than the data's" $MT_BIN train --data "$T/da
 expect_bad_input "prepare with a broken tokenizer" $MT_BIN prepare --input "$T/text.txt" --out "$T/no15" --tokenizer "$T/b64.tiktoken"
 mkdir "$T/empty"
 expect_bad_input "a directory without tokenizer files" $MT_BIN tokenizer encode --tokenizer "$T/empty" --out "$T/no14" < /dev/null
-for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do [ -e "$T/no$i" ] && fail "a bad input wrote $T/no$i" || pass; done
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do [ -e "$T/no$i" ] && fail "a bad input wrote $T/no$i" || pass; done
 finish

@@ -106,6 +106,42 @@ int mt_cli_parse(Flag *f, int n, int argc, char **argv, const char *cmd, const c
 /* ---- prepare ---- */
 
 
+/* the input files, in order, joined by sep (NULL: nothing between them) */
+static MtStatus read_inputs(const FlagStrs *in, const char *sep, unsigned char **text, int64_t *len)
+{
+    unsigned char *all = NULL;
+    int64_t n = 0, ns = sep ? (int64_t)strlen(sep) : 0;
+    for (int i = 0; i < in->n; i++) {
+        unsigned char *t;
+        int64_t k;
+        MtStatus s = mt_file_read(in->v[i], &t, &k);
+        if (s != MT_OK) {
+            free(all);
+            return s;
+        }
+        if (i == 0) {
+            all = t;
+            n = k;
+            continue;
+        }
+        unsigned char *x = realloc(all, (size_t)(n + ns + k + 1));
+        if (!x) {
+            free(t);
+            free(all);
+            return mt_error(MT_ENOMEM, "out of memory reading %s", in->v[i]);
+        }
+        all = x;
+        if (ns)
+            memcpy(all + n, sep, (size_t)ns);
+        memcpy(all + n + ns, t, (size_t)k);
+        n += ns + k;
+        free(t);
+    }
+    *text = all;
+    *len = n;
+    return MT_OK;
+}
+
 /* the tokenizer's files rendered while the text is encoded (with --threads > 1, on a thread
  * of their own) */
 typedef struct {
@@ -123,11 +159,13 @@ static void *render_hf(void *arg)
 
 int mt_cmd_prepare(int argc, char **argv)
 {
-    const char *input = NULL, *out = NULL, *tokenizer = NULL;
+    FlagStrs inputs = {{0}, 0};
+    const char *out = NULL, *tokenizer = NULL;
     float val_frac = 0.1f;
     int force = 0, dry = 0, done, threads = 0;
     Flag flags[] = {
-        {"input", FLAG_STR, &input, "text file (UTF-8 or any bytes)", "FILE", 1},
+        {"input", FLAG_STRS, &inputs, "text files (UTF-8 or any bytes), in this order: with --tokenizer, documents "
+         "separated by <|endoftext|> where the vocabulary has it; without, joined as they are", "FILE...", 1},
         {"out", FLAG_STR, &out, "output directory (created)", "DIR", 1},
         {"tokenizer", FLAG_STR, &tokenizer, "byte-level BPE vocabulary (a directory, a tokenizer.json or a tiktoken rank "
          "file: meshtrain tokenizer): GPT-2 tokens, the tokenizer's files copied into DIR/tokenizer; not given: one "
@@ -143,6 +181,7 @@ int mt_cmd_prepare(int argc, char **argv)
                            "Tokenize a text file (bytes, or byte-level BPE) into DIR/train.bin and DIR/val.bin.", &done);
     if (done)
         return rc;
+    const char *input = inputs.n ? inputs.v[0] : NULL;
     if (!input || !out)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: --input TEXT and --out DIR are required"));
     if (!(val_frac > 0.0f && val_frac < 1.0f))
@@ -161,15 +200,22 @@ int mt_cmd_prepare(int argc, char **argv)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain prepare"));
     if (dry) {
         mt_bpe_free(bpe);
-        if (access(input, R_OK) != 0)
-            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: cannot read --input %s: %s", input,
-                                        strerror(errno)));
+        for (int i = 0; i < inputs.n; i++)
+            if (access(inputs.v[i], R_OK) != 0)
+                return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: cannot read --input %s: %s", inputs.v[i],
+                                            strerror(errno)));
         mt_flags_print(flags, n);
         return 0;
     }
-    unsigned char *text;
-    int64_t len;
-    if ((s = mt_file_read(input, &text, &len)) != MT_OK) {
+    unsigned char *text = NULL;
+    int64_t len = 0;
+    const char *eot = NULL; /* the documents' separator: the vocabulary's <|endoftext|> */
+    for (int i = 0; bpe && i < mt_bpe_nspecial(bpe); i++) {
+        int32_t id;
+        if (strcmp(mt_bpe_special(bpe, i, &id), "<|endoftext|>") == 0)
+            eot = "<|endoftext|>";
+    }
+    if ((s = read_inputs(&inputs, eot, &text, &len)) != MT_OK) {
         mt_bpe_free(bpe);
         return mt_cli_fail(mt_error_prefix(s, "meshtrain prepare"));
     }
@@ -193,8 +239,8 @@ int mt_cmd_prepare(int argc, char **argv)
     int ok = tok && ntok >= 64 && nval >= 2 && (mkdir(out, 0777) == 0 || errno == EEXIST);
     if (!ok) {
         s = !tok ? mt_error(MT_ENOMEM, "meshtrain prepare: out of memory")
-            : ntok < 64 || nval < 2 ? mt_error(MT_EINPUT, "meshtrain prepare: %s is too short (%lld tokens)", input,
-                                               (long long)ntok)
+            : ntok < 64 || nval < 2 ? mt_error(MT_EINPUT, "meshtrain prepare: %s%s is too short (%lld tokens)", input,
+                                               inputs.n > 1 ? " and the rest" : "", (long long)ntok)
                                     : mt_error(MT_EINPUT, "meshtrain prepare: cannot create %s: %s", out,
                                                strerror(errno));
         free(tok);

@@ -52,6 +52,13 @@ static MtStatus set_value(Flag *f, const char *v, const char *cmd)
     case FLAG_BOOL:
         *(int *)f->dst = 1;
         break;
+    case FLAG_STRS: {
+        FlagStrs *l = f->dst;
+        if (l->n == FLAG_STRS_MAX)
+            return mt_error(MT_EINPUT, "meshtrain %s: --%s takes at most %d values", cmd, f->name, FLAG_STRS_MAX);
+        l->v[l->n++] = v;
+        break;
+    }
     }
     f->set = 1;
     return MT_OK;
@@ -92,6 +99,8 @@ MtStatus mt_flags_parse(Flag *flags, int n, int argc, char **argv, const char *c
         if (!v)
             return mt_error(MT_EINPUT, "meshtrain %s: --%s needs a value", cmd, name);
         MT_TRY(set_value(f, v, cmd));
+        while (f->type == FLAG_STRS && !eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+            MT_TRY(set_value(f, argv[++i], cmd)); /* the list's further values */
     }
     return MT_OK;
 }
@@ -105,6 +114,14 @@ static void value_text(const Flag *f, char *out, size_t n)
     case FLAG_FLOAT: snprintf(out, n, "%g", *(float *)f->dst); break;
     case FLAG_STR: snprintf(out, n, "%s", *(const char **)f->dst ? *(const char **)f->dst : ""); break;
     case FLAG_BOOL: snprintf(out, n, "%s", *(int *)f->dst ? "on" : "off"); break;
+    case FLAG_STRS: {
+        const FlagStrs *l = f->dst;
+        size_t k = 0;
+        out[0] = 0;
+        for (int i = 0; i < l->n && k < n; i++)
+            k += (size_t)snprintf(out + k, n - k, "%s%s", i ? " " : "", l->v[i]);
+        break;
+    }
     }
 }
 

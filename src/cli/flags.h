@@ -13,14 +13,22 @@
 
 #include "mt_core.h"
 
-typedef enum { FLAG_INT, FLAG_FLOAT, FLAG_STR, FLAG_BOOL, FLAG_U64 } FlagType;
+typedef enum { FLAG_INT, FLAG_FLOAT, FLAG_STR, FLAG_BOOL, FLAG_U64, FLAG_STRS } FlagType;
+
+/* FLAG_STRS: one or more values, `--name a b c` (up to the next argument that starts with
+ * "--"), into a FlagStrs. */
+#define FLAG_STRS_MAX 64
+typedef struct {
+    const char *v[FLAG_STRS_MAX];
+    int n;
+} FlagStrs;
 
 enum { FLAG_REQUIRED = 1, FLAG_COMPUTED = 2 };
 
 typedef struct Flag {
     const char *name; /* without the leading dashes */
     FlagType type;
-    void *dst;        /* int*, float*, const char**, int*, uint64_t* */
+    void *dst;        /* int*, float*, const char**, int*, uint64_t*, FlagStrs* */
     const char *help; /* says what 0 (or another special value) means where it means more than 0 */
     const char *meta; /* the value's name in the help (DIR, FILE, ...); NULL: N, X or S by type */
     int required;     /* FLAG_REQUIRED: the help says "required" instead of a default;
