@@ -14,12 +14,12 @@
 #include "mt_fsutil.h"
 #include "mt_text.h"
 
-/* the whole of a file, or of stdin for "-" */
+/* the whole of a file (mt_file_read), or of stdin for "-" */
 static MtStatus read_all(const char *path, unsigned char **out, int64_t *n)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f)
-        return mt_error(MT_EINPUT, "cannot read %s: %s", path, strerror(errno));
+    if (strcmp(path, "-") != 0)
+        return mt_file_read(path, out, n);
+    FILE *f = stdin;
     int64_t cap = 1 << 16, len = 0;
     unsigned char *b = malloc((size_t)cap);
     for (;;) {
@@ -36,8 +36,6 @@ static MtStatus read_all(const char *path, unsigned char **out, int64_t *n)
         b = nb;
     }
     int err = ferror(f);
-    if (f != stdin)
-        fclose(f);
     if (!b)
         return mt_error(MT_ENOMEM, "out of memory reading %s", path);
     if (err) {
