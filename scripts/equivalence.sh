@@ -35,8 +35,9 @@
 # the binaries.  MT_EQ_GREP=PATTERN runs only the layouts whose flags match it (grep -E).
 # Test hooks: MT_EQ_MUTATE runs the layouts (not the references) through MT_TEST_BIN, the
 # command with its hooks, with a wrong order the matrix must report: 1 (or tp) tensor
-# parallelism's blocks summed left to right; rtl the trainer's first accumulation block
-# summed right to left; swap the trainer's first and last leaf exchanged.
+# parallelism's blocks summed left to right; rtl the first accumulation block summed right
+# to left; swap the step's first and last leaf exchanged (both by filling the micro-batches
+# in another order, so they reach every executor: mt_trainer_fill).
 set -u
 cd "$(dirname "$0")/.."
 MT_BIN=${MT_BIN:-build/meshtrain}

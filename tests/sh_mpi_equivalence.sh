@@ -42,7 +42,8 @@ for m in rtl swap; do
   rc=0
   MT_EQ_MUTATE=$m MT_EQ_GREP='--accum-blocks 2' bash scripts/equivalence.sh --quick > "$T/mut.out" 2>&1 || rc=$?
   [ $rc -eq 1 ] && grep -q -- "--dp 2 --tp 2 --accum-blocks 2 .*DIFFERS: max relative" "$T/mut.out" \
-    && grep -q -- "--dp 2 --zero 3 --accum-blocks 2 .*DIFFERS: max relative" "$T/mut.out" && pass \
+    && grep -q -- "--dp 2 --zero 3 --accum-blocks 2 .*DIFFERS: max relative" "$T/mut.out" \
+    && grep -q -- "--dp 2 --pp 2 --schedule zb --accum-blocks 2 .*DIFFERS: max relative" "$T/mut.out" && pass \
     || fail "accumulation mutation $m: exit $rc: $(cat "$T/mut.out")"
 done
 finish

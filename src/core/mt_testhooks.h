@@ -13,8 +13,8 @@ typedef struct {
     int ltr_stage; /* > 0: pipeline stage ltr_stage - 1 sums its micro-batches left to right */
     int tp_ltr;    /* tensor parallelism's blocked sums left to right (mt_tp_test_left_to_right) */
     int tp_drift;  /* tp rank 1 nudges a replicated parameter after each step (the replica check) */
-    int accum_rtl; /* the trainer's accumulation plan sums its first block right to left (mt_accum.h) */
-    int accum_swap; /* ... exchanges its first and last leaf */
+    int accum_rtl;  /* the first accumulation block's micro-batches filled in reverse: summed right to left */
+    int accum_swap; /* the first and the last micro-batch of a step exchanged: two leaves swapped */
 } MtTestHooks;
 
 extern MtTestHooks mt_test_hooks;

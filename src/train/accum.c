@@ -88,21 +88,3 @@ float mt_accum_tree_sum(const float *x, int n)
     int mid = n / 2;
     return mt_accum_tree_sum(x, mid) + mt_accum_tree_sum(x + mid, n - mid);
 }
-
-void mt_accum_test_mutate(MtTreeStep *steps, int n, int B, int rtl, int swap)
-{
-    int nleaf = 0, first = -1, last = -1;
-    for (int i = 0; i < n; i++)
-        if (steps[i].leaf >= 0) {
-            if (rtl && nleaf < B) /* the first block's leaves, right to left */
-                steps[i].leaf = B - 1 - nleaf;
-            first = first < 0 ? i : first;
-            last = i;
-            nleaf++;
-        }
-    if (swap && first != last) {
-        int t = steps[first].leaf;
-        steps[first].leaf = steps[last].leaf;
-        steps[last].leaf = t;
-    }
-}

@@ -85,9 +85,5 @@ int mt_accum_adds(const MtTreeStep *steps, int nsteps, int at, float *const *buf
 float mt_tree_plan_sum(const MtTreeStep *steps, int n, const float *x);
 /* The full pairwise tree (B = 1) over x[0 .. n-1], n >= 1. */
 float mt_accum_tree_sum(const float *x, int n);
-/* Test hooks (mt_testhooks.h), for an executor that takes leaves in any order (the
- * trainer's): rtl sums the first block of B leaves right to left (another sum from B = 3);
- * swap exchanges the first and the last leaf.  Both 0: the plan is untouched. */
-void mt_accum_test_mutate(MtTreeStep *steps, int n, int B, int rtl, int swap);
 
 #endif

@@ -270,7 +270,6 @@ static void plan_for(MtTrainer *tr, int n)
     MT_ASSERT(tr->plan && tr->plan_loss, "out of memory for the accumulation plan of %d micro-batches", n);
     tr->nplan = mt_tree_plan_blocks(n, tr->blk, tr->plan);
     tr->plan_leaves = n;
-    mt_accum_test_mutate(tr->plan, tr->nplan, tr->blk, mt_test_hooks.accum_rtl, mt_test_hooks.accum_swap);
     for (int i = 0; i < tr->nplan; i++) /* the last leaf computed: its adds finish the sums */
         if (tr->plan[i].leaf >= 0)
             tr->plan_last = i;
@@ -341,11 +340,32 @@ void mt_trainer_upload_tokens(MtTrainer *tr, int64_t at, int64_t n)
     mt_be()->upload(tr->targets + at, tr->host_targets + at, sizeof(int32_t) * (size_t)n);
 }
 
+/* Test hooks (mt_testhooks.h): the step's sequence whose data fills sequence s.  Reversing
+ * the first block's micro-batches sums that block right to left; exchanging the first and
+ * the last micro-batch swaps two leaves of the tree.  Every executor fills its micro-batches
+ * here, so the same mutation reaches the trainer, DDP, ZeRO, the pipeline and tensor
+ * parallelism, whatever their order of leaves. */
+static int64_t test_row(const MtTrainConfig *tc, int64_t s)
+{
+    int64_t mb = s / tc->micro, M = tc->batch / tc->micro, B = mt_accum_block_size(tc);
+    if (mt_test_hooks.accum_rtl && mb < B)
+        mb = B - 1 - mb;
+    if (mt_test_hooks.accum_swap && M > 1 && (mb == 0 || mb == M - 1))
+        mb = M - 1 - mb;
+    return mb * tc->micro + s % tc->micro;
+}
+
 void mt_trainer_fill(MtTrainer *tr, const MtTokens *data, int64_t first, int64_t rows, int64_t at)
 {
     const MtTrainConfig *tc = &tr->tc;
     int64_t o = at * tc->seq;
-    mt_batch_fill(data, tc->seed, tr->step, (int)first, (int)rows, tc->seq, tr->host_inputs + o, tr->host_targets + o);
+    if (mt_test_hooks.accum_rtl || mt_test_hooks.accum_swap) {
+        for (int64_t k = 0; k < rows; k++)
+            mt_batch_fill(data, tc->seed, tr->step, (int)test_row(tc, first + k), 1, tc->seq,
+                          tr->host_inputs + o + k * tc->seq, tr->host_targets + o + k * tc->seq);
+    } else
+        mt_batch_fill(data, tc->seed, tr->step, (int)first, (int)rows, tc->seq, tr->host_inputs + o,
+                      tr->host_targets + o);
     mt_trainer_upload_tokens(tr, o, rows * tc->seq);
 }
 
