@@ -87,8 +87,8 @@ done
 
 # ---- memory and traffic per rank against their formulas (micro-batches of 1 x 32 tokens) ----
 field() { echo "$1" | grep -o "\"$2\": [0-9.]*" | sed -n "${3}p" | cut -d' ' -f2; }
-check_rank() { # schedule P M V L recompute rank line chunk-peaks
-  awk -v s=$1 -v P=$2 -v M=$3 -v V=$4 -v L=$5 -v rc=$6 -v r=$7 -v act=$8 -v pp=$9 -v peaks="${10}" '
+check_rank() { # schedule P M V L recompute rank line chunk-peaks tied-head ("nh kept": --plan's)
+  awk -v s=$1 -v P=$2 -v M=$3 -v V=$4 -v L=$5 -v rc=$6 -v r=$7 -v act=$8 -v pp=$9 -v peaks="${10}" -v tied="${11}" '
     function al(x) { return int((x + 15) / 16) * 16 }
     function blocks(st) { return int(L / S) + (st < L % S) }
     function nblk(x) { return int((x + 511) / 512) }
@@ -112,6 +112,11 @@ check_rank() { # schedule P M V L recompute rank line chunk-peaks
         stash = s == "zb" ? NC * (11 * blocks(st) + (st == S - 1) + (st == 0)) : 0
         want += n * (set + stash)
       }
+      # the last rank: nh micro-batches awaiting their rows keep their dlogits and ln_f
+      # output, or their ln_f output and one row block of logits to recompute them (pipe_head)
+      split(tied, hd, " ")
+      if (r == P - 1 && hd[2] == "operands") want += hd[1] * N * (VOC + C)
+      if (r == P - 1 && hd[2] == "ln_f") want += hd[1] * NC + C * VOC + C
       want *= 4
       # bytes on the pp and embed groups: activations and their gradients to the neighbours,
       # the embedding rows (first stage) and the final wte gradient (last), the norm block sums
@@ -145,9 +150,11 @@ for cfg in "naive 2 none" "gpipe 2 none" "1f1b 2 none" "1f1b 4 none" "1f1b 4 att
     || { fail "mem $cfg: $(tail -2 "$T/mem.out")"; continue; }
   line=$(tail -1 "$T/mem.jsonl")
   plan=$($MT_BIN schedule --pp $P --microbatches 8 --schedule $s --virtual-stages $V | grep "^peak")
+  head=$($MT_BIN train $mem --pp $P --schedule $s --virtual-stages $V --recompute $rc --plan \
+         | sed -n 's/.*tied head: \([0-9]*\) micro-batch.*their \(operands\|ln_f\).*/\1 \2/p')
   for ((r = 0; r < P; r++)); do
     peaks=$(echo "$plan" | { grep -o "(chunks [0-9 ]*)" || true; } | sed -n "$((r + 1))p" | tr -d '()' | sed 's/chunks //')
-    verdict=$(check_rank $s $P 8 $V 4 $rc $r "$(field "$line" activations $((r + 1)))" "$(field "$line" pp $((r + 1)))" "$peaks")
+    verdict=$(check_rank $s $P 8 $V 4 $rc $r "$(field "$line" activations $((r + 1)))" "$(field "$line" pp $((r + 1)))" "$peaks" "$head")
     [ "$verdict" = ok ] && pass || fail "$cfg rank $r: $verdict"
   done
   echo "memory and traffic $cfg: $(grep -o '"activations": [0-9]*' "$T/mem.jsonl" | tr '\n' ' ')"

@@ -646,7 +646,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
                    (long long)cb[2]);
             if (nh > 0) /* the last stage's tied head (docs/parallelism.md) */
                 printf("; tied head: %d micro-batch%s await%s their rows, %s", nh, nh > 1 ? "es" : "", nh > 1 ? "" : "s",
-                       defer ? "their operands kept (H_k computed when the rows arrive)" : "each as its H_k");
+                       defer == MT_PIPE_HEAD_KEEP   ? "their operands kept (H_k computed when the rows arrive)"
+                       : defer == MT_PIPE_HEAD_REDO ? "their ln_f outputs kept (H_k recomputed when the rows arrive)"
+                                                    : "each as its H_k");
             putchar('\n');
         }
         return 0;

@@ -414,8 +414,7 @@ double mt_model_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a,
     int N = a->B * a->T, C = cfg->C;
     mt_be()->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, N, C);
     POLL(a);
-    /* logits (N,V) = lnf @ wte^T (tied head) */
-    mt_be()->gemm(0, 1, N, cfg->V, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, cfg->V, 0);
+    mt_model_head_logits(cfg, N, cfg->V, a->lnf, w->wte, a->logits); /* (N,V) = lnf @ wte^T (tied head) */
     POLL(a);
     return mt_be()->crossentropy_fused(a->logits, a->losses, targets, N, cfg->V, dscale);
 }
@@ -430,7 +429,7 @@ void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWei
     int N = a->B * a->T, C = cfg->C;
     /* dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte */
     if (g->wte) /* NULL: later (mt_model_head_dwte) */
-        mt_be()->gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
+        mt_model_head_dwte_rows(cfg, N, cfg->V, a->logits, a->lnf, g->wte);
     POLL(a);
     mt_be()->gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
     POLL(a);
@@ -557,7 +556,7 @@ void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, cons
     }
     int N = a->B * a->T, C = cfg->C;
     if (g->wte) /* NULL: later (mt_model_head_dwte) */
-        mt_be()->gemm(1, 0, cfg->V, C, N, 1.0f, a->logits, cfg->V, a->lnf, C, 1.0f, g->wte, C, 0);
+        mt_model_head_dwte_rows(cfg, N, cfg->V, a->logits, a->lnf, g->wte);
     mt_be()->layernorm_backward(NULL, g->lnfw, g->lnfb, stash, x, NULL, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
 }
 
@@ -565,6 +564,26 @@ void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, cons
 static int64_t head_cols(const MtConfig *cfg, const MtTpCtx *tp, int N)
 {
     return tp ? mt_tp_local(cfg, tp, N).Vl : cfg->V;
+}
+
+int mt_model_head_rows(const MtConfig *cfg) { return cfg->C; }
+
+void mt_model_head_logits(const MtConfig *cfg, int N, int Vl, const float *lnf, const float *wte, float *logits)
+{
+    int C = cfg->C, R = mt_model_head_rows(cfg);
+    for (int n0 = 0; n0 < N; n0 += R) {
+        int r = N - n0 < R ? N - n0 : R;
+        mt_be()->gemm(0, 1, r, Vl, C, 1.0f, lnf + (int64_t)n0 * C, C, wte, C, 0.0f, logits + (int64_t)n0 * Vl, Vl, 0);
+    }
+}
+
+void mt_model_head_dwte_rows(const MtConfig *cfg, int N, int Vl, const float *dlogits, const float *lnf, float *dwte)
+{
+    int C = cfg->C, R = mt_model_head_rows(cfg);
+    for (int n0 = 0; n0 < N; n0 += R) {
+        int r = N - n0 < R ? N - n0 : R;
+        mt_be()->gemm(1, 0, Vl, C, r, 1.0f, dlogits + (int64_t)n0 * Vl, Vl, lnf + (int64_t)n0 * C, C, 1.0f, dwte, C, 0);
+    }
 }
 
 int64_t mt_model_head_keep_floats(const MtConfig *cfg, const MtTpCtx *tp, int B, int T)
@@ -582,8 +601,55 @@ void mt_model_head_keep(const MtConfig *cfg, const MtActs *a, float *keep)
 
 void mt_model_head_dwte(const MtConfig *cfg, const MtTpCtx *tp, int B, int T, const float *keep, float *dwte)
 {
-    int N = B * T, C = cfg->C, Vl = (int)head_cols(cfg, tp, N);
-    mt_be()->gemm(1, 0, Vl, C, N, 1.0f, keep, Vl, keep + (int64_t)N * Vl, C, 1.0f, dwte, C, 0);
+    int N = B * T, Vl = (int)head_cols(cfg, tp, N);
+    mt_model_head_dwte_rows(cfg, N, Vl, keep, keep + (int64_t)N * Vl, dwte);
+}
+
+/* ---- the tied head's weight gradient recomputed: what is kept is ln_f's output and, with
+ * tensor parallelism, the cross-entropy's row maxima and gathered sums (no collective
+ * runs again); a row block's logits, its dlogits (the same kernels on the same rows) and
+ * its product into dwte, block by block ---- */
+
+int64_t mt_model_head_inputs_floats(const MtConfig *cfg, const MtTpCtx *tp, int B, int T)
+{
+    int64_t N = (int64_t)B * T;
+    return N * cfg->C + (tp ? N + 4 * N * tp->N : 0);
+}
+
+void mt_model_head_keep_inputs(const MtConfig *cfg, const MtActs *a, float *keep)
+{
+    int64_t N = (int64_t)a->B * a->T;
+    mt_be()->copy(keep, a->lnf, N * cfg->C);
+    if (a->tp) {
+        mt_be()->copy(keep + N * cfg->C, a->tpmx, N);
+        mt_be()->copy(keep + N * cfg->C + N, a->tp->N > 1 ? a->tpgather : a->tpstats, 4 * N * a->tp->N);
+    }
+}
+
+int64_t mt_model_head_redo_floats(const MtConfig *cfg, const MtTpCtx *tp, int B, int T)
+{
+    int64_t R = mt_model_head_rows(cfg);
+    return R * head_cols(cfg, tp, B * T) + R + (tp ? 4 * R * tp->N : 0);
+}
+
+void mt_model_head_dwte_redo(const MtConfig *cfg, const MtTpCtx *tp, const float *wte, int B, int T,
+                             const float *keep, const int32_t *targets, float dscale, float *scratch, float *dwte)
+{
+    int N = B * T, C = cfg->C, R = mt_model_head_rows(cfg), Vl = (int)head_cols(cfg, tp, N);
+    const float *lnf = keep, *mx = keep + (int64_t)N * C, *all = mx + N;
+    float *logits = scratch, *losses = scratch + (int64_t)R * Vl, *stats = losses + R;
+    for (int n0 = 0; n0 < N; n0 += R) {
+        int r = N - n0 < R ? N - n0 : R;
+        mt_be()->gemm(0, 1, r, Vl, C, 1.0f, lnf + (int64_t)n0 * C, C, wte, C, 0.0f, logits, Vl, 0);
+        if (tp) { /* the block's rows of each rank's statistics, as the kernel reads them */
+            MtTpLocal lo = mt_tp_local(cfg, tp, N);
+            for (int q = 0; q < tp->N; q++)
+                mt_be()->copy(stats + (int64_t)q * r * 4, all + ((int64_t)q * N + n0) * 4, 4 * (int64_t)r);
+            mt_be()->tp_xent_finish(logits, losses, stats, tp->N, mx + n0, targets + n0, lo.v0, Vl, cfg->V, r, dscale);
+        } else
+            mt_be()->crossentropy_fused(logits, losses, targets + n0, r, Vl, dscale);
+        mt_be()->gemm(1, 0, Vl, C, r, 1.0f, logits, Vl, lnf + (int64_t)n0 * C, C, 1.0f, dwte, C, 0);
+    }
 }
 
 double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens,

@@ -210,13 +210,33 @@ void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtAct
 void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, const MtActs *a, const float *x,
                                    const float *stash);
 
+/* The tied head's products run in row blocks of mt_model_head_rows (C rows: a block's
+ * logits take as many floats as wte): the logits a block at a time, and dwte +=
+ * dlogits^T @ ln_f as one product per block, added in block order.  That order is part of
+ * the canonical arithmetic (every layout sums the head's part of dwte so), and it lets a
+ * pipeline recompute one micro-batch's head gradient in a block's memory (below). */
+int mt_model_head_rows(const MtConfig *cfg);
+void mt_model_head_logits(const MtConfig *cfg, int N, int Vl, const float *lnf, const float *wte, float *logits);
+void mt_model_head_dwte_rows(const MtConfig *cfg, int N, int Vl, const float *dlogits, const float *lnf, float *dwte);
+
 /* The tied head's weight gradient later (a pipeline's last stage, whose leaf waits for the
  * first stage's rows: mt_pipeline.h).  With g->wte NULL the head's backward (whole or W)
- * leaves dwte out; mt_model_head_keep copies what it needs (the head's dlogits and ln_f
- * output: mt_model_head_keep_floats) and mt_model_head_dwte then adds dlogits^T @ lnf from
- * that copy into dwte: the same product on the same operands, the same bits. */
+ * leaves dwte out.  Two ways to add it later, each the same products on the same operands,
+ * the same bits:
+ *   keep: mt_model_head_keep copies the head's dlogits and ln_f output
+ *         (mt_model_head_keep_floats) and mt_model_head_dwte adds dlogits^T @ ln_f;
+ *   redo: mt_model_head_keep_inputs copies ln_f's output and, with tensor parallelism, the
+ *         cross-entropy's statistics (mt_model_head_inputs_floats), and
+ *         mt_model_head_dwte_redo recomputes each row block's logits and dlogits in a
+ *         scratch of mt_model_head_redo_floats before its product: one more logits product
+ *         (N V C / tp multiply-adds) for far fewer floats kept. */
 int64_t mt_model_head_keep_floats(const MtConfig *cfg, const struct MtTpCtx *tp, int B, int T);
 void mt_model_head_keep(const MtConfig *cfg, const MtActs *a, float *keep);
 void mt_model_head_dwte(const MtConfig *cfg, const struct MtTpCtx *tp, int B, int T, const float *keep, float *dwte);
+int64_t mt_model_head_inputs_floats(const MtConfig *cfg, const struct MtTpCtx *tp, int B, int T);
+void mt_model_head_keep_inputs(const MtConfig *cfg, const MtActs *a, float *keep);
+int64_t mt_model_head_redo_floats(const MtConfig *cfg, const struct MtTpCtx *tp, int B, int T);
+void mt_model_head_dwte_redo(const MtConfig *cfg, const struct MtTpCtx *tp, const float *wte, int B, int T,
+                             const float *keep, const int32_t *targets, float dscale, float *scratch, float *dwte);
 
 #endif

@@ -266,7 +266,7 @@ double mt_tp_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, co
     ln_gathered(a, a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, &lo, C);
     POLL(a);
     /* logits (N, Vl) = lnf @ wte^T: this rank's vocabulary columns of the tied head */
-    mt_be()->gemm(0, 1, N, (int)lo.Vl, C, 1.0f, a->lnf, C, w->wte, C, 0.0f, a->logits, (int)lo.Vl, 0);
+    mt_model_head_logits(cfg, N, (int)lo.Vl, a->lnf, w->wte, a->logits);
     POLL(a);
     return xent(cfg, a, targets, dscale);
 }
@@ -278,7 +278,7 @@ void mt_tp_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeight
     int Vl = (int)lo.Vl, add = !g->fresh;
     /* dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte, blocked */
     if (g->wte) /* NULL: later (mt_model_head_dwte) */
-        mt_be()->gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
+        mt_model_head_dwte_rows(cfg, N, Vl, a->logits, a->lnf, g->wte);
     POLL(a);
     const float *dlnf = colpar_vocab(a, w->wte, N, C, Vl);
     mt_be()->zero(a->dres, (int64_t)lo.rows * C);
@@ -381,7 +381,7 @@ void mt_tp_head_backward_weight(const MtConfig *cfg, const MtWeights *g, MtActs 
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     int Vl = (int)lo.Vl;
     if (g->wte) /* NULL: later (mt_model_head_dwte) */
-        mt_be()->gemm(1, 0, Vl, C, N, 1.0f, a->logits, Vl, a->lnf, C, 1.0f, g->wte, C, 0);
+        mt_model_head_dwte_rows(cfg, N, Vl, a->logits, a->lnf, g->wte);
     rows_grads(a, 1, g->lnfw, g->lnfb, stash, x, a->lnf_mean, a->lnf_rstd, lo.rows, C, !g->fresh);
     MT_ASSERT(!a->tp->seqpar || g->fresh, "sequence parallelism sums the replicated gradients of fresh buffers only");
     float *rep[2] = {g->lnfw, g->lnfb};

@@ -16,10 +16,12 @@
  *    micro-batch's LM-head part H_k, receives the first stage's gradient rows of k
  *    (SEND_E / E) and adds them to H_k row by row, as one device does; those leaves are
  *    summed by the same plan (a block's later ones straight from their H slot).  Up to
- *    nh micro-batches await their rows at once; where the head's operands (its dlogits
- *    and ln_f output: mt_model_head_keep_floats) take fewer bytes than a wte gradient,
- *    the rank keeps those instead and computes H_k at its E into one H slot (pipe_defer:
- *    the same product, the same bits), so its gradients stay at 2x its parameters; at the end of the step the final wte gradient goes to the first stage
+ *    nh micro-batches await their rows at once.  With nh >= 2 the rank keeps, instead of
+ *    nh H_k, either their operands (dlogits and ln_f output, mt_model_head_keep_floats)
+ *    where those take fewer bytes, or only ln_f's output and recomputes their logits at E
+ *    (one more logits product): MT_PIPE_HEAD_* below, pipe_head in pipe_internal.h.  H_k
+ *    is then computed at its E into one H slot ( the same products, the same bits), so its gradients stay at 2x its parameters
+ *    plus that slot; at the end of the step the final wte gradient goes to the first stage
  *    (embed group), so both copies see the same gradient and take the same AdamW step;
  *  - the gradient norm: every rank's 512-float block sums are all-gathered over the pp
  *    group and added unit by unit, blocks in order: the single-device order.  The step's
@@ -129,10 +131,11 @@ typedef struct {
     float *wte, *wte_m, *wte_v, *wbuf[MT_MAX_TREE + 1];
     int nwbuf;
     float **hslot, **eland;
-    float **keep;                       /* defer: per awaiting micro-batch, the head's operands */
+    float **keep;                       /* KEEP, REDO: per awaiting micro-batch, what H_k needs */
+    float *redo;                        /* REDO: one row block's logits (mt_model_head_redo_floats) */
     MtRequest **ereq;
     int *h_mb, *e_posted, nh, wtstep, e_next, e_due;
-    int defer;                          /* 1: H_k is computed at its E from `keep` (one H slot) */
+    int defer;                          /* MT_PIPE_HEAD_*: KEEP and REDO compute H_k at its E (one H slot) */
     float *erows;                       /* sequence parallelism, first rank: the embedding's rows for SEND_E */
     float *leaf_loss;
     float loss;                         /* the last rank's: the step's (over the copies) */
@@ -204,8 +207,12 @@ int64_t mt_pipe_inner_piece(void *ctx, int q, int k, int64_t *begin, int64_t *en
  * `rank` (dp_rank: its rank in the dp_shard group), for tc as mt_pipe_configure left it: the tree's
  * temporaries, the last rank's wte replica with its moments, tree and H_k slots, ZeRO's
  * gradient chunks, as mt_pipe_init allocates them (added into bytes; mt_plan.h). */
+/* How the last rank holds the head's gradients of the micro-batches awaiting their rows:
+ * SLOTS each its H_k; KEEP each its dlogits and ln_f output; REDO each its ln_f output,
+ * the logits recomputed at E (see the tied embedding above). */
+enum { MT_PIPE_HEAD_SLOTS, MT_PIPE_HEAD_KEEP, MT_PIPE_HEAD_REDO };
 /* The last rank's tied head: how many micro-batches' H_k await their rows at once (0 on
- * the other ranks), and whether it keeps their operands instead (*defer). */
+ * the other ranks), and how it holds them (*defer: MT_PIPE_HEAD_*). */
 int mt_pipe_plan_head(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int *defer);
 void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int dp_rank,
                   int64_t bytes[MT_MEM_NCAT]);

@@ -1,6 +1,7 @@
 /* pipe_internal.h - what the files of the pipeline share; not an interface for other modules
  * (theirs is mt_pipeline.h).
- *   pipeline.c    the executor: transfers, the tied embedding, compute, the step
+ *   pipeline.c    the executor: transfers, compute, the step
+ *   pipe_head.c   the tied embedding on the last rank
  *   pipe_setup.c  the stage's layout, configuration, allocation and release
  *   pipe_zero.c   ZeRO and FSDP over the copies of the pipeline
  *   pipe_io.c     evaluation, checkpoint pieces and loads
@@ -23,15 +24,49 @@ static inline int slot_of(const MtPipe *p, int u) { return unit_slot(p->tr->tc.c
 /* floats of a micro-batch's residual stream on this rank (what crosses a stage boundary:
  * with sequence parallelism a tp rank's rows), and of all its rows (the embedding's rows
  * that go from the first stage to the last) */
-/* Whether the last rank keeps the head's operands (keep floats each) for its nh awaiting
- * micro-batches and one H slot, rather than nh H slots of VC floats: whichever holds fewer. */
-static inline int pipe_defer(int64_t keep, int64_t VC, int nh) { return nh * keep + VC < nh * VC; }
+/* How the last rank holds the head's part of wte's gradient for its nh micro-batches
+ * awaiting their embedding rows (mt_pipeline.h):
+ *   SLOTS  each its H_k, computed in its backward (nh slots of VC floats); with nh <= 1;
+ *   KEEP   each its dlogits and ln_f output (keep floats), H_k computed at its E into one
+ *          slot; where that holds fewer floats than nh slots;
+ *   REDO   each its ln_f output (and tp statistics), H_k recomputed at its E row block by
+ *          row block into one slot (scratch: one block's logits); otherwise.  One more
+ *          logits product per micro-batch, so that the gradients stay within one slot. */
+typedef struct {
+    int mode;
+    int64_t keep, scratch; /* floats kept per awaiting micro-batch; REDO's scratch */
+} PipeHead;
+static inline PipeHead pipe_head(const MtTrainConfig *tc, int64_t VC, int nh)
+{
+    PipeHead h = {MT_PIPE_HEAD_SLOTS, 0, 0};
+    int64_t ops = mt_model_head_keep_floats(&tc->cfg, tc->tp, tc->micro, tc->seq);
+    if (nh <= 1)
+        return h;
+    if (nh * ops + VC < nh * VC)
+        return (PipeHead){MT_PIPE_HEAD_KEEP, ops, 0};
+    return (PipeHead){MT_PIPE_HEAD_REDO, mt_model_head_inputs_floats(&tc->cfg, tc->tp, tc->micro, tc->seq),
+                      mt_model_head_redo_floats(&tc->cfg, tc->tp, tc->micro, tc->seq)};
+}
 static inline int64_t erows(const MtPipe *p) { return (int64_t)p->tr->tc.micro * p->tr->tc.seq * p->tr->tc.cfg.C; }
 static inline int64_t rows(const MtPipe *p)
 {
     const MtTpCtx *tp = p->tr->tc.tp;
     return tp && tp->seqpar ? erows(p) / tp->N : erows(p);
 }
+
+/* the step's tokens and targets of micro-batch mb */
+static inline const int32_t *tokens_of(const MtPipe *p, int mb)
+{
+    return p->tr->inputs + (int64_t)mb * p->tr->tc.micro * p->tr->tc.seq;
+}
+
+static inline const int32_t *targets_of(const MtPipe *p, int mb)
+{
+    return p->tr->targets + (int64_t)mb * p->tr->tc.micro * p->tr->tc.seq;
+}
+
+/* the loss gradient's scale: the mean over the step's tokens */
+static inline float head_dscale(const MtTrainConfig *tc) { return (float)(1.0 / ((double)tc->batch * tc->seq)); }
 
 /* the activation sets: the one backward scratch (with the recompute buffers), and a set of
  * chunk ch's blocks, embedding or received input, head */
@@ -79,6 +114,14 @@ double pipe_clock_in(MtPipe *p, double since);
 int pipe_req_done(MtPipe *p, MtRequest **r, int wait);
 /* progresses the step's transfers (the activation sets' poll hook) */
 void pipe_poll(void *ctx);
+
+/* ---- pipe_head.c ---- */
+/* completes the due E in micro-batch order (waits for the first `wait` of them) */
+void pipe_poll_e(MtPipe *p, int wait);
+/* a head slot for micro-batch mb (waiting on due E while none is free) */
+int pipe_take_hslot(MtPipe *p, int mb);
+/* KEEP, REDO: keeps what micro-batch mb's H_k needs at its E */
+void pipe_keep_head(MtPipe *p, const MtActs *s, int mb);
 
 /* ---- pipe_zero.c ---- */
 MtStatus pipe_zero_init(MtPipe *p);

@@ -32,12 +32,11 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
     }
     free(list);
     if (rank == P - 1) { /* the wte replica, its moments, its tree and the H_k awaiting rows (or their operands) */
-        int64_t keep = mt_model_head_keep_floats(cfg, tc->tp, tc->micro, tc->seq);
-        int defer = pipe_defer(keep, VC, nh); /* as mt_pipe_plan_head */
+        PipeHead hd = pipe_head(tc, VC, nh);
         bytes[MT_MEM_PARAMS] += 4 * VC;
         bytes[MT_MEM_OPTIM] += 8 * VC;
-        bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - (mt_accum_block_size(tc) > 1) + (defer ? 1 : nh)) * VC;
-        bytes[MT_MEM_ACTS] += defer ? 4 * nh * keep : 0;
+        bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - (mt_accum_block_size(tc) > 1) + (hd.mode ? 1 : nh)) * VC;
+        bytes[MT_MEM_ACTS] += 4 * (nh * hd.keep + hd.scratch);
     }
     if (S > 0) { /* the reduced gradient's chunks (round-robin: with the tree over rounds); FSDP's slots */
         int64_t lo[MT_MAX_UNITS], hi[MT_MAX_UNITS], off = 0;
@@ -79,7 +78,7 @@ int mt_pipe_plan_head(const MtTrainConfig *tc, const MtPipeOptions *o, int P, in
     int nh = mt_schedule_peak_wte(&s, list, mt_schedule_build(&s, rank, list));
     free(list);
     int64_t ulo[MT_MAX_UNITS], uhi[MT_MAX_UNITS], VC = mt_trainer_spans(tc, ulo, uhi);
-    *defer = pipe_defer(mt_model_head_keep_floats(&tc->cfg, tc->tp, tc->micro, tc->seq), VC, nh);
+    *defer = pipe_head(tc, VC, nh).mode;
     return nh;
 }
 

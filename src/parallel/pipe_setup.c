@@ -215,8 +215,8 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
             if (!(p->wbuf[i] = pipe_alloc(p, MT_MEM_GRADS, VC)))
                 goto oom;
         p->nh = mt_schedule_peak_wte(&p->sched, p->list, p->nlist);
-        int64_t keep = mt_model_head_keep_floats(&tc->cfg, tc->tp, tc->micro, tc->seq);
-        p->defer = pipe_defer(keep, VC, p->nh);
+        PipeHead hd = pipe_head(tc, VC, p->nh);
+        p->defer = hd.mode;
         p->hslot = calloc((size_t)p->nh, sizeof(float *));
         p->keep = calloc((size_t)p->nh, sizeof(float *));
         p->eland = calloc((size_t)p->nh, sizeof(float *));
@@ -226,12 +226,14 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         if (!p->hslot || !p->keep || !p->eland || !p->ereq || !p->h_mb || !p->e_posted)
             goto oom;
         for (int i = 0; i < p->nh; i++) {
-            int hs = !p->defer || i == 0; /* defer: one H slot, and a keep per awaiting micro-batch */
+            int hs = !p->defer || i == 0; /* KEEP, REDO: one H slot, and a keep per awaiting micro-batch */
             if ((hs && !(p->hslot[i] = pipe_alloc(p, MT_MEM_GRADS, VC))) ||
-                (p->defer && !(p->keep[i] = pipe_alloc(p, MT_MEM_ACTS, keep))) ||
+                (p->defer && !(p->keep[i] = pipe_alloc(p, MT_MEM_ACTS, hd.keep))) ||
                 !(p->eland[i] = pipe_alloc(p, MT_MEM_OTHER, erows(p))))
                 goto oom;
         }
+        if (p->defer == MT_PIPE_HEAD_REDO && !(p->redo = pipe_alloc(p, MT_MEM_ACTS, hd.scratch)))
+            goto oom;
     }
     if (p->rank == 0 && tc->tp && tc->tp->seqpar && !(p->erows = pipe_alloc(p, MT_MEM_OTHER, erows(p))))
         goto oom;
@@ -313,10 +315,11 @@ void mt_pipe_free(MtPipe *p)
     for (int i = 0; i < p->nwbuf; i++)
         pipe_free_buf(p, MT_MEM_GRADS, p->wbuf[i], VC);
     const MtTrainConfig *tc = &p->tr->tc;
-    int64_t keep = mt_model_head_keep_floats(&tc->cfg, tc->tp, tc->micro, tc->seq);
+    PipeHead hd = pipe_head(tc, VC, p->nh);
+    pipe_free_buf(p, MT_MEM_ACTS, p->redo, hd.scratch);
     for (int i = 0; i < p->nh; i++) {
         pipe_free_buf(p, MT_MEM_GRADS, p->hslot ? p->hslot[i] : NULL, VC);
-        pipe_free_buf(p, MT_MEM_ACTS, p->keep ? p->keep[i] : NULL, keep);
+        pipe_free_buf(p, MT_MEM_ACTS, p->keep ? p->keep[i] : NULL, hd.keep);
         pipe_free_buf(p, MT_MEM_OTHER, p->eland ? p->eland[i] : NULL, erows(p));
     }
     for (int i = 0; i < p->nland; i++)

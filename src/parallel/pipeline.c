@@ -1,5 +1,5 @@
 /* pipeline.c - model and pipeline parallelism: one executor for any schedule's list (see
- * mt_pipeline.h): transfers, the tied embedding, compute, the step. */
+ * mt_pipeline.h): transfers, compute, the step (the tied embedding: pipe_head.c). */
 #include "pipe_internal.h"
 
 #include <math.h>
@@ -94,75 +94,6 @@ static void send(MtPipe *p, MtGroupKind g, int peer, int t, const float *x, int6
     pipe_clock_in(p, t0);
 }
 
-/* ---- the tied embedding on the last rank ---- */
-
-static const int32_t *tokens_of(const MtPipe *p, int mb)
-{
-    return p->tr->inputs + (int64_t)mb * p->tr->tc.micro * p->tr->tc.seq;
-}
-
-/* Completes the due E (their place in the list has passed) in micro-batch order: the rows
- * of k added to H_k, the leaf into the wte tree.  Waits for the first `wait` of them, then
- * takes only those already arrived. */
-static void poll_e(MtPipe *p, int wait)
-{
-    const MtTrainConfig *tc = &p->tr->tc;
-    int64_t VC = p->tr->table[0].numel;
-    while (p->e_next < p->e_due) {
-        int h = 0;
-        while (h < p->nh && p->h_mb[h] != p->e_next)
-            h++;
-        MT_ASSERT(h < p->nh && p->e_posted[h], "micro-batch %d's head gradient is not awaiting its rows", p->e_next);
-        double t = mt_now();
-        int ok = pipe_req_done(p, &p->ereq[h], wait > 0);
-        pipe_clock_in(p, t);
-        if (!ok)
-            return;
-        p->e_posted[h] = 0;
-        float *H = p->hslot[p->defer ? 0 : h];
-        if (p->defer) { /* H_k from the head's operands, now */
-            mt_be()->zero(H, VC);
-            mt_model_head_dwte(&tc->cfg, tc->tp, tc->micro, tc->seq, p->keep[h], H);
-        }
-        if (tc->tp) { /* a tensor-parallel rank adds the rows of its vocabulary slice */
-            MtTpLocal lo = mt_tp_local(&tc->cfg, tc->tp, tc->micro * tc->seq);
-            mt_be()->tp_embed_backward_rows(H, p->eland[h], tokens_of(p, p->e_next), lo.v0, lo.Vl, tc->micro * tc->seq,
-                                            tc->cfg.C);
-        } else
-            mt_be()->encoder_backward(H, NULL, p->eland[h], tokens_of(p, p->e_next), tc->micro, tc->seq, tc->cfg.C);
-        const MtTreeStep *ts = &p->plan[p->wtstep];
-        MT_ASSERT(ts->leaf == p->e_next, "embedding leaf %d out of order (plan expects %d)", p->e_next, ts->leaf);
-        float *bufs[MT_TREE_MAX_BUFS]; /* the tree's buffers, the leaf buffer being the H slot */
-        memcpy(bufs, p->wbuf, sizeof(float *) * (size_t)p->nwbuf);
-        if (ts->buf < p->nwbuf)
-            mt_be()->copy(p->wbuf[ts->buf], H, VC);
-        else
-            bufs[ts->buf] = H;
-        if (rr(p)) { /* round-robin: the round's leaves over the copies (a subtree), at this E */
-            t = mt_now();
-            mt_allreduce(p->c, MT_GROUP_DP, bufs[ts->buf], VC, p->o.det);
-            pipe_clock_in(p, t);
-        }
-        p->wtstep = mt_accum_adds(p->plan, p->nplan, p->wtstep, bufs, 0, VC);
-        p->h_mb[h] = -1;
-        p->e_next++;
-        wait--;
-    }
-}
-
-static int take_hslot(MtPipe *p, int mb)
-{
-    for (;;) {
-        for (int h = 0; h < p->nh; h++)
-            if (p->h_mb[h] < 0) {
-                p->h_mb[h] = mb;
-                return h;
-            }
-        MT_ASSERT(p->e_next < p->e_due, "all %d head-gradient slots wait for rows not yet due", p->nh);
-        poll_e(p, 1); /* an E whose place in the list has passed: waiting on it cannot deadlock */
-    }
-}
-
 /* ---- compute (timed on the trace's clock, common to the ranks) ---- */
 
 static void busy(MtPipe *p, double t0, int kind, const MtAction *a)
@@ -204,9 +135,8 @@ static void forward(MtPipe *p, const MtAction *a)
     }
     if (ch->head) {
         pipe_params_need(p, tc->cfg.L + 1, -1);
-        double step_tokens = (double)tc->batch * tc->seq;
-        double sum = mt_model_head_forward(&tc->cfg, &p->w, s, x, p->tr->targets + off, (float)(1.0 / step_tokens));
-        p->leaf_loss[a->mb] = (float)(sum / step_tokens);
+        double sum = mt_model_head_forward(&tc->cfg, &p->w, s, x, p->tr->targets + off, head_dscale(tc));
+        p->leaf_loss[a->mb] = (float)(sum / ((double)tc->batch * tc->seq));
     }
     busy(p, t0, MT_ACT_F, a);
 }
@@ -229,8 +159,8 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
         mt_weights_view_unit(cfg, tr->table, tr->nparams, u, g + ch->loff + (tr->unit_lo[u] - ch->lo), gv);
     gv->fresh = 1;
     if (ch->head) {
-        int h = take_hslot(p, mb);
-        if (p->defer) /* H_k later, at its E, from the operands keep_head copies */
+        int h = pipe_take_hslot(p, mb);
+        if (p->defer) /* H_k later, at its E, from what pipe_keep_head copies */
             gv->wte = NULL;
         else {
             mt_be()->zero(p->hslot[h], tr->table[0].numel);
@@ -238,16 +168,6 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
         }
     }
     return g;
-}
-
-/* defer: the head of micro-batch mb has run its weight gradient's part; its operands kept */
-static void keep_head(MtPipe *p, const MtActs *s, int mb)
-{
-    int h = 0;
-    while (h < p->nh && p->h_mb[h] != mb)
-        h++;
-    MT_ASSERT(h < p->nh, "no slot holds micro-batch %d's head", mb);
-    mt_model_head_keep(&p->tr->tc.cfg, s, p->keep[h]);
 }
 
 static void leaf_end(MtPipe *p, MtPipeChunk *ch, int mb)
@@ -295,7 +215,7 @@ static void backward(MtPipe *p, const MtAction *a, int split)
     else {
         mt_model_head_backward(cfg, &p->w, &gv, s, xh);
         if (p->defer)
-            keep_head(p, s, a->mb);
+            pipe_keep_head(p, s, a->mb);
     }
     progress(p);
     for (int l = ch->l1 - 1; l >= ch->l0; l--) {
@@ -338,7 +258,7 @@ static void weights(MtPipe *p, const MtAction *a)
         mt_model_head_backward_weight(&tc->cfg, &gv, s, ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded,
                                       stash(p, ch, slot, STASH_HEAD));
         if (p->defer)
-            keep_head(p, s, a->mb);
+            pipe_keep_head(p, s, a->mb);
     }
     progress(p);
     for (int l = ch->l1 - 1; l >= ch->l0; l--) {
@@ -358,7 +278,7 @@ static void run(MtPipe *p, const MtAction *a)
 {
     int last = p->rank == p->P - 1;
     if (last)
-        poll_e(p, 0);
+        pipe_poll_e(p, 0);
     MtPipeChunk *ch = &p->ch[a->stage / p->P];
     switch (a->kind) {
     case MT_ACT_RECV_F:
@@ -397,7 +317,7 @@ static void run(MtPipe *p, const MtAction *a)
     }
     case MT_ACT_E: /* round-robin: completed here, where every copy reduces it */
         p->e_due++;
-        poll_e(p, rr(p) ? p->e_due - p->e_next : 0);
+        pipe_poll_e(p, rr(p) ? p->e_due - p->e_next : 0);
         break;
     default:
         MT_ASSERT(0, "the executor cannot run action kind %d yet", a->kind);
@@ -524,7 +444,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     for (int i = 0; i < p->nlist; i++)
         run(p, &p->list[i]);
     if (p->rank == p->P - 1)
-        poll_e(p, p->o.M);
+        pipe_poll_e(p, p->o.M);
     MT_ASSERT(p->e_next == p->e_due && (p->rank != p->P - 1 || p->e_next == p->o.M),
               "%d of %d embedding leaves completed", p->e_next, p->o.M);
     double t = mt_now();
