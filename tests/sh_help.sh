@@ -30,8 +30,10 @@ declare -A base=(
   [sample]="--ckpt $T/ck" [bench]="" [schedule]="--pp 2 --microbatches 4" [bench-comm]=""
   [tokenizer encode]="--tokenizer $T/v.tiktoken" [tokenizer decode]="--tokenizer $T/v.tiktoken"
   [tokenizer import]="--from $T/v.tiktoken --out $T/imported"
+  [tokenizer train]="--input $T/text.txt --vocab-size 300 --out $T/trained"
 )
-for cmd in train prepare eval sample bench schedule bench-comm "tokenizer encode" "tokenizer decode" "tokenizer import"; do
+for cmd in train prepare eval sample bench schedule bench-comm "tokenizer encode" "tokenizer decode" "tokenizer import" \
+           "tokenizer train"; do
   b=${base[$cmd]}
   entries $cmd > "$T/help.txt"
   [ -s "$T/help.txt" ] || { fail "$cmd --help lists no flags"; continue; }

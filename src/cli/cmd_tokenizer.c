@@ -1,5 +1,6 @@
-/* cmd_tokenizer.c - meshtrain tokenizer import | encode | decode: a vocabulary into
- * Hugging Face's files, text to GPT-2 BPE token ids and back (src/text, mt_text.h).  A
+/* cmd_tokenizer.c - meshtrain tokenizer train | import | encode | decode: a byte-level BPE
+ * vocabulary trained from text or imported into Hugging Face's files, text to GPT-2 BPE
+ * token ids and back (src/text, mt_text.h).  A
  * vocabulary is a tiktoken rank file (GPT-2's: scripts/get-gpt2-tokenizer.sh fetches it
  * through pip and checks its hash; its <|endoftext|> is the id after the last rank), a
  * tokenizer.json, or a directory holding tokenizer.json or vocab.json + merges.txt. */
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "flags.h"
 #include "mt_cli.h"
@@ -136,17 +138,111 @@ static int import(int argc, char **argv)
     return s == MT_OK ? 0 : mt_cli_fail(mt_error_prefix(s, "meshtrain tokenizer import"));
 }
 
+/* tokenizer train: a byte-level BPE vocabulary from text files, the merges tokenizers'
+ * BpeTrainer makes (mt_bpe_train), into a new directory */
+static int train(int argc, char **argv)
+{
+    FlagStrs inputs = {{0}, 0}, specials = {{0}, 0};
+    const char *out = NULL;
+    int vocab = 0, threads = 0, dry = 0, done;
+    uint64_t minf = 0;
+    Flag flags[] = {
+        {"input", FLAG_STRS, &inputs, "text files, read as lines (each with its newline), as tokenizers' "
+         "train(files) reads them", "FILE...", FLAG_REQUIRED},
+        {"vocab-size", FLAG_INT, &vocab, "tokens in all: the special tokens, the 256 bytes and the merges' tokens",
+         "N", FLAG_REQUIRED},
+        {"out", FLAG_STR, &out, "the directory to write (tokenizer.json, vocab.json, merges.txt, "
+                                "tokenizer_config.json); must not exist", "DIR", FLAG_REQUIRED},
+        {"special", FLAG_STRS, &specials, "special tokens, given ids 0, 1, .. in this order (none by default; "
+         "GPT-2's is <|endoftext|>)", "TOKEN..."},
+        {"min-frequency", FLAG_U64, &minf, "the merges stop at a best pair seen fewer times than this"},
+        {"threads", FLAG_INT, &threads, "threads that count the words; the merges do not depend on it (0: "
+         "OMP_NUM_THREADS if set, else this machine's cores)"},
+        {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
+    };
+    int n = (int)(sizeof flags / sizeof flags[0]);
+    int rc = mt_cli_parse(flags, n, argc, argv, "tokenizer train",
+                          "A byte-level BPE vocabulary trained on text (the merges of Hugging Face tokenizers' "
+                          "BpeTrainer).", &done);
+    if (done)
+        return rc;
+    const char *cmd = "meshtrain tokenizer train";
+    if (!inputs.n || !out || vocab == 0)
+        return mt_cli_fail(mt_error(MT_EINPUT, "%s: --input FILE..., --vocab-size N and --out DIR are required", cmd));
+    if (vocab < specials.n + 256 || vocab > (1 << 24))
+        return mt_cli_fail(mt_error(MT_EINPUT, "%s: --vocab-size %d must be from %d (the %d special tokens and the 256 "
+                                    "bytes) to 16777216", cmd, vocab, specials.n + 256, specials.n));
+    for (int i = 0; i < specials.n; i++) {
+        if (!specials.v[i][0])
+            return mt_cli_fail(mt_error(MT_EINPUT, "%s: --special: a special token cannot be empty", cmd));
+        for (int j = 0; j < i; j++)
+            if (strcmp(specials.v[i], specials.v[j]) == 0)
+                return mt_cli_fail(mt_error(MT_EINPUT, "%s: --special %s is given twice", cmd, specials.v[i]));
+    }
+    if ((threads = mt_cli_threads(threads, 1)) < 1)
+        return mt_cli_fail(mt_error(MT_EINPUT, "%s: --threads must be >= 0", cmd));
+    struct stat st;
+    if (stat(out, &st) == 0)
+        return mt_cli_fail(mt_error(MT_EINPUT, "%s: %s already exists", cmd, out));
+    unsigned char *texts[FLAG_STRS_MAX] = {0};
+    int64_t lens[FLAG_STRS_MAX] = {0}, total = 0;
+    MtStatus s = MT_OK;
+    for (int i = 0; s == MT_OK && i < inputs.n; i++)
+        if ((s = mt_file_read(inputs.v[i], &texts[i], &lens[i])) == MT_OK)
+            total += lens[i];
+    if (s == MT_OK && dry) {
+        mt_flags_print(flags, n);
+        for (int i = 0; i < inputs.n; i++)
+            free(texts[i]);
+        return 0;
+    }
+    MtBpeTrained t;
+    MtBpeTrainOptions o = {vocab, (int64_t)minf, threads, specials.v, specials.n};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (s == MT_OK)
+        s = mt_bpe_train((const unsigned char *const *)texts, lens, inputs.n, &o, &t);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    for (int i = 0; i < inputs.n; i++)
+        free(texts[i]);
+    if (s != MT_OK)
+        return mt_cli_fail(mt_error_prefix(s, cmd));
+    char tmp[4300];
+    MtBuf files[MT_HF_NFILES];
+    if ((s = mt_bpe_render_hf_merges(t.bpe, t.merges, t.nmerges, files)) == MT_OK &&
+        (s = mt_dir_stage(out, tmp, sizeof tmp)) == MT_OK) {
+        if ((s = mt_bpe_put_hf(files, tmp)) == MT_OK)
+            s = mt_dir_commit(tmp, out);
+        else
+            mt_dir_remove(tmp);
+    } else if (s == MT_OK)
+        for (int i = 0; i < MT_HF_NFILES; i++)
+            mt_buf_free(&files[i]);
+    if (s == MT_OK)
+        printf("trained %d tokens (%d special, 256 bytes, %d merges%s) on %.1f MB: %lld pieces, %lld distinct, on %d "
+               "thread%s in %.2f s: %s\n", mt_bpe_vocab(t.bpe), specials.n, t.nmerges,
+               t.duplicates ? ", some making a token again" : "", (double)total / 1e6, (long long)t.pieces,
+               (long long)t.words, threads, threads > 1 ? "s" : "",
+               (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), out);
+    mt_bpe_trained_free(&t);
+    return s == MT_OK ? 0 : mt_cli_fail(mt_error_prefix(s, cmd));
+}
+
 int mt_cmd_tokenizer(int argc, char **argv)
 {
     const char *sub = argc > 0 ? argv[0] : "";
     int encode = strcmp(sub, "encode") == 0;
     if (strcmp(sub, "import") == 0)
         return import(argc - 1, argv + 1);
+    if (strcmp(sub, "train") == 0)
+        return train(argc - 1, argv + 1);
     if (!encode && strcmp(sub, "decode") != 0) {
         if (strcmp(sub, "--help") != 0 && strcmp(sub, "-h") != 0)
-            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain tokenizer: '%s' is not a subcommand (import, encode or "
-                                        "decode; meshtrain tokenizer --help)", sub));
-        printf("usage: meshtrain tokenizer import|encode|decode [flags]   (meshtrain tokenizer SUB --help: its flags)\n"
+            return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain tokenizer: '%s' is not a subcommand (train, import, "
+                                        "encode or decode; meshtrain tokenizer --help)", sub));
+        printf("usage: meshtrain tokenizer train|import|encode|decode [flags]   (meshtrain tokenizer SUB --help: its "
+               "flags)\n"
+               "  train    a byte-level BPE vocabulary from text files (the merges of tokenizers' BpeTrainer)\n"
                "  import   a vocabulary (tiktoken ranks, tokenizer.json, vocab.json + merges.txt) into the files\n"
                "           transformers loads\n"
                "  encode   text (UTF-8 or any bytes) to GPT-2 byte-level BPE token ids\n"

@@ -155,8 +155,13 @@ static MtStatus build(const char *vpath, const MtJson *vocab, const int32_t *sp_
             snprintf(why, sizeof why, "%s", mt_error_msg());
             s = mt_error(MT_EINPUT, "%s: %s", vpath, why);
         }
-    /* the merges: both parts and their concatenation tokens, the results' ids rising */
-    int32_t last = -1, nmulti = 0;
+    /* the merges: both parts and their concatenation tokens, the results' ids rising; a
+     * merge that makes a token an earlier merge made (another split of the same bytes, as
+     * BpeTrainer can write) adds nothing: meshtrain ranks a token by its id */
+    int32_t last = -1, nmulti = 0, nmade = 0;
+    unsigned char *made = calloc((size_t)maxid + 1, 1);
+    if (!made)
+        s = mt_error(MT_ENOMEM, "%s: out of memory", vpath);
     for (int32_t id = 0; s == MT_OK && id <= maxid; id++) {
         const unsigned char *p;
         int len;
@@ -173,13 +178,21 @@ static MtStatus build(const char *vpath, const MtJson *vocab, const int32_t *sp_
         else if (r < 0)
             s = mt_error(MT_EINPUT, "%s:%d: merge '%.40s %.40s': their concatenation is not in the vocabulary", mpath,
                          mline[k], ma[k], mb[k]);
+        else if (made[r])
+            continue;
         else if (r <= last)
             s = mt_error(MT_EINPUT, "%s:%d: merge '%.40s %.40s' makes id %d after id %d: meshtrain needs the merged "
                          "tokens' ids in their merges' order", mpath, mline[k], ma[k], mb[k], r, last);
-        last = r;
+        else {
+            made[r] = 1;
+            nmade++;
+            last = r;
+        }
     }
-    if (s == MT_OK && nm != nmulti)
-        s = mt_error(MT_EINPUT, "%s: %d merges for %d tokens of more than one byte", mpath, nm, nmulti);
+    free(made);
+    if (s == MT_OK && nmade != nmulti)
+        s = mt_error(MT_EINPUT, "%s: %d merges make %d tokens for %d tokens of more than one byte", mpath, nm, nmade,
+                     nmulti);
     if (s != MT_OK) {
         mt_bpe_free(b);
         return s;
@@ -345,11 +358,45 @@ static MtStatus put(const char *dir, const char *name, const MtBuf *buf)
 
 const char *const mt_hf_files[MT_HF_NFILES] = {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json"};
 
-MtStatus mt_bpe_render_hf(const MtBpe *b, MtBuf out[MT_HF_NFILES])
+/* a merge of tokens l and r into merges.txt and the JSON list */
+static void emit_merge(const MtBpe *b, int32_t l, int32_t r, char *str, int64_t half, MtBuf *mtxt, MtBuf *merges,
+                       int *firstm)
+{
+    const unsigned char *pl, *pr;
+    int ll, lr;
+    mt_bpe_token(b, l, &pl, &ll);
+    mt_bpe_token(b, r, &pr, &lr);
+    show(pl, ll, str);
+    show(pr, lr, str + half);
+    mt_buf_printf(mtxt, "%s %s\n", str, str + half);
+    mt_buf_printf(merges, *firstm ? "[" : ", [");
+    mt_buf_json_str(merges, str);
+    mt_buf_printf(merges, ", ");
+    mt_buf_json_str(merges, str + half);
+    mt_buf_printf(merges, "]");
+    *firstm = 0;
+}
+
+MtStatus mt_bpe_render_hf(const MtBpe *b, MtBuf out[MT_HF_NFILES]) { return mt_bpe_render_hf_merges(b, NULL, 0, out); }
+
+MtStatus mt_bpe_render_hf_merges(const MtBpe *b, const int32_t (*given)[2], int ngiven, MtBuf out[MT_HF_NFILES])
 {
     byte_map();
     int32_t V = mt_bpe_vocab(b);
-    char *str = malloc(4096);
+    int64_t longest = 0; /* two shown tokens side by side: 2 UTF-8 bytes per byte */
+    for (int32_t id = 0; id < V; id++) {
+        const unsigned char *p;
+        int len;
+        if (mt_bpe_token(b, id, &p, &len) && len > longest)
+            longest = len;
+    }
+    for (int i = 0; i < mt_bpe_nspecial(b); i++) {
+        int32_t sid;
+        int64_t len = (int64_t)strlen(mt_bpe_special(b, i, &sid));
+        longest = len > longest ? len : longest;
+    }
+    int64_t half = 2 * longest + 8;
+    char *str = malloc((size_t)(2 * half));
     MtBuf merges;
     MtBuf *tj = &out[0], *vocab_ = &out[1], *mtxt_ = &out[2], *cfg_ = &out[3];
     for (int i = 0; i < MT_HF_NFILES; i++)
@@ -375,9 +422,9 @@ MtStatus mt_bpe_render_hf(const MtBpe *b, MtBuf out[MT_HF_NFILES])
                 text = t;
         }
         if (text) { /* a special: its text through the map */
-            show((const unsigned char *)text, (int)strlen(text) > 2000 ? 2000 : (int)strlen(text), str);
+            show((const unsigned char *)text, (int)strlen(text), str);
             eot = strcmp(text, "<|endoftext|>") == 0 ? text : eot;
-        } else if (mt_bpe_token(b, id, &p, &len) && len <= 2000)
+        } else if (mt_bpe_token(b, id, &p, &len))
             show(p, len, str);
         else
             continue;
@@ -386,26 +433,16 @@ MtStatus mt_bpe_render_hf(const MtBpe *b, MtBuf out[MT_HF_NFILES])
         mt_buf_printf(&vocab, ": %d", id);
         first = 0;
         int32_t l, r;
-        if (!text && len > 1) {
+        if (!given && !text && len > 1) {
             if (!mt_bpe_split(b, id, &l, &r)) {
                 s = mt_error(MT_EINPUT, "token %d is not reachable by merges of lower ranks", id);
                 break;
             }
-            const unsigned char *pl, *pr;
-            int ll, lr;
-            mt_bpe_token(b, l, &pl, &ll);
-            mt_bpe_token(b, r, &pr, &lr);
-            show(pl, ll, str);
-            show(pr, lr, str + 2048);
-            mt_buf_printf(&mtxt, "%s %s\n", str, str + 2048);
-            mt_buf_printf(&merges, firstm ? "[" : ", [");
-            mt_buf_json_str(&merges, str);
-            mt_buf_printf(&merges, ", ");
-            mt_buf_json_str(&merges, str + 2048);
-            mt_buf_printf(&merges, "]");
-            firstm = 0;
+            emit_merge(b, l, r, str, half, &mtxt, &merges, &firstm);
         }
     }
+    for (int k = 0; s == MT_OK && k < ngiven; k++)
+        emit_merge(b, given[k][0], given[k][1], str, half, &mtxt, &merges, &firstm);
     mt_buf_printf(&vocab, "}");
     mt_buf_printf(&merges, "]");
     mt_buf_printf(tj, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [");

@@ -102,6 +102,9 @@ MtStatus mt_bpe_write_hf(const MtBpe *b, const char *dir);
 #define MT_HF_NFILES 4
 extern const char *const mt_hf_files[MT_HF_NFILES];
 MtStatus mt_bpe_render_hf(const MtBpe *b, MtBuf out[MT_HF_NFILES]);
+/* The same with the merges given (pairs of ids, in their order) rather than recovered from
+ * the ranks (the trainer's: mt_bpe_train). */
+MtStatus mt_bpe_render_hf_merges(const MtBpe *b, const int32_t (*merges)[2], int nmerges, MtBuf out[MT_HF_NFILES]);
 MtStatus mt_bpe_put_hf(MtBuf files[MT_HF_NFILES], const char *dir);
 
 /* Token ids of text[0..n) into *ids (grown with realloc; *cap its room), specials as above;
@@ -123,5 +126,34 @@ void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int heap,
  * id is not a token (its index in *bad). */
 int64_t mt_bpe_decode(const MtBpe *b, const int32_t *ids, int64_t n, unsigned char **out, int64_t *cap,
                       int64_t *bad);
+
+/* ---- training (bpe_train.c) ----
+ * Byte-level BPE trained as Hugging Face tokenizers' BpeTrainer with a ByteLevel
+ * pre-tokenizer (add_prefix_space false, its 256-byte initial alphabet) trains from files:
+ * the same merges in the same order.  The input unit is the line (each text cut after
+ * every '\n', which stays in its line), as its `train(files)` reads them; special tokens in
+ * the text are text.  Ids: the specials in the order given, the 256 bytes in their
+ * characters' code point order, then the merges' tokens.  Counting runs on `threads`
+ * threads; the result does not depend on them. */
+typedef struct {
+    int32_t vocab_size;        /* specials + 256 + merged tokens at most (BpeTrainer's vocab_size) */
+    int64_t min_frequency;     /* a best pair seen fewer times than this ends the merges */
+    int threads;
+    const char *const *special;
+    int nspecial;
+} MtBpeTrainOptions;
+
+typedef struct {
+    MtBpe *bpe;                /* the vocabulary: specials, bytes and merged tokens by id */
+    int32_t (*merges)[2];      /* the merges as BpeTrainer writes them (pairs of ids) */
+    int nmerges;
+    int64_t words, pieces;     /* distinct words counted; pieces in the text */
+    int64_t duplicates;        /* merges that made a token an earlier merge had made */
+    int64_t repeated;          /* merges of a pair merged before (BpeTrainer keeps its last) */
+} MtBpeTrained;
+
+MtStatus mt_bpe_train(const unsigned char *const *texts, const int64_t *lens, int ntexts, const MtBpeTrainOptions *o,
+                      MtBpeTrained *out);
+void mt_bpe_trained_free(MtBpeTrained *t);
 
 #endif
