@@ -29,7 +29,7 @@ typedef struct {
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
     int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks, plan,
-        dry_run, accum_blocks;
+        dry_run, accum_blocks, head_recompute;
     float comm_timeout, bucket_mb;
     const char *schedule, *stage_layers, *recompute_mode;
     uint64_t seed;
@@ -73,8 +73,8 @@ static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
                         "--seq-len %d is not a multiple of --tp %d", a->seq_len, a->tp);
     if (recompute_mode(a->recompute_mode) < 0)
         return mt_error(MT_EINPUT, "meshtrain train: --recompute %s: must be none, attn or full", a->recompute_mode);
-    if (a->pp == 1 && (a->vstages != 1 || a->stage_layers))
-        return mt_error(MT_EINPUT, "meshtrain train: --virtual-stages and --stage-layers need --pp > 1");
+    if (a->pp == 1 && (a->vstages != 1 || a->stage_layers || a->head_recompute))
+        return mt_error(MT_EINPUT, "meshtrain train: --virtual-stages, --stage-layers and --head-recompute need --pp > 1");
     return MT_OK;
 }
 
@@ -450,6 +450,7 @@ static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConf
             return mt_error_prefix(s, "meshtrain train");
         /* with --dp each copy of the pipeline runs its share of the micro-batches */
         po = (MtPipeOptions){.kind = mt_schedule_kind(a->schedule), .M = tc->batch / tc->micro / a->dp, .V = a->vstages,
+                             .head_recompute = a->head_recompute,
                              .ltr_stage = mt_test_hooks.ltr_stage}; /* test hook (mt_testhooks.h): a wrong order */
         if ((s = mt_pipe_check(&po, &tc->cfg, a->pp, a->stage_layers ? given : NULL, ngiven)) != MT_OK && a->dp > 1) {
             char why[512];
@@ -599,6 +600,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"stage-layers", FLAG_STR, &a.stage_layers, "blocks per pipeline stage, e.g. 3,2,2 (not given: even, the "
          "first stages take the extra blocks)", "a,b,.."},
         {"recompute", FLAG_STR, &a.recompute_mode, "activation recomputation: none, attn or full"},
+        {"head-recompute", FLAG_BOOL, &a.head_recompute, "with --pp: the last stage keeps only the ln_f output of each "
+         "micro-batch awaiting its embedding rows and recomputes its logits then (one more logits product each), "
+         "rather than its head gradient: its gradients stay within 2x its parameters plus a unit (same bits)"},
         {"sequence-parallel", FLAG_BOOL, &a.seqpar, "with --tp: LayerNorms and residuals split over the sequence"},
         {"tp-blocks", FLAG_INT, &a.tp_blocks, "bit-exact TP: every split sum as K fixed blocks, a power of two and a "
          "multiple of --tp (0: K = --tp)"},
@@ -649,6 +653,14 @@ int mt_cmd_train(int full_argc, char **full_argv)
                        defer == MT_PIPE_HEAD_KEEP   ? "their operands kept (H_k computed when the rows arrive)"
                        : defer == MT_PIPE_HEAD_REDO ? "their ln_f outputs kept (H_k recomputed when the rows arrive)"
                                                     : "each as its H_k");
+            if (nh > 1 && defer == MT_PIPE_HEAD_SLOTS) { /* what --head-recompute would hold instead */
+                MtEngineLayout alt = pl;
+                int64_t b2[MT_MEM_NCAT];
+                alt.po.head_recompute = 1;
+                mt_plan_memory(&tc, &alt, r, b2);
+                printf(" (--head-recompute: grads %lld, activations %lld bytes)", (long long)b2[MT_MEM_GRADS],
+                       (long long)b2[MT_MEM_ACTS]);
+            }
             putchar('\n');
         }
         return 0;

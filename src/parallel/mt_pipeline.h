@@ -56,6 +56,8 @@ typedef struct {
     int V;                   /* chunks per rank (interleaved) */
     int stage_layers[MT_MAX_STAGES]; /* blocks per virtual stage (filled by mt_pipe_check) */
     int given;               /* stage_layers came from --stage-layers */
+    int head_recompute;      /* --head-recompute: the last stage may recompute its awaiting micro-batches'
+                              * logits rather than keep their H_k (pipe_head) */
     int ltr_stage;           /* test hook (mt_testhooks.h): stage ltr_stage - 1 sums its micro-batches
                               * left to right, an order the equivalence test must catch; 0: none */
     /* Data parallelism over copies of this pipeline (--dp with --pp): the copy's j-th

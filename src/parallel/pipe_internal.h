@@ -25,27 +25,31 @@ static inline int slot_of(const MtPipe *p, int u) { return unit_slot(p->tr->tc.c
  * with sequence parallelism a tp rank's rows), and of all its rows (the embedding's rows
  * that go from the first stage to the last) */
 /* How the last rank holds the head's part of wte's gradient for its nh micro-batches
- * awaiting their embedding rows (mt_pipeline.h):
- *   SLOTS  each its H_k, computed in its backward (nh slots of VC floats); with nh <= 1;
+ * awaiting their embedding rows (mt_pipeline.h), whichever holds the fewest floats of:
+ *   SLOTS  each its H_k, computed in its backward (nh slots of VC floats);
  *   KEEP   each its dlogits and ln_f output (keep floats), H_k computed at its E into one
- *          slot; where that holds fewer floats than nh slots;
- *   REDO   each its ln_f output (and tp statistics), H_k recomputed at its E row block by
- *          row block into one slot (scratch: one block's logits); otherwise.  One more
- *          logits product per micro-batch, so that the gradients stay within one slot. */
+ *          slot;
+ *   REDO   with --head-recompute (o->head_recompute) only: each its ln_f output (and tp
+ *          statistics), H_k recomputed at its E row block by row block into one slot
+ *          (scratch: one block's logits): one more logits product per micro-batch.
+ * With nh >= 2 and --head-recompute SLOTS is left out, so the gradients stay within one
+ * slot.  Ties go to the earlier (less work). */
 typedef struct {
     int mode;
     int64_t keep, scratch; /* floats kept per awaiting micro-batch; REDO's scratch */
 } PipeHead;
-static inline PipeHead pipe_head(const MtTrainConfig *tc, int64_t VC, int nh)
+static inline PipeHead pipe_head(const MtTrainConfig *tc, const MtPipeOptions *o, int64_t VC, int nh)
 {
-    PipeHead h = {MT_PIPE_HEAD_SLOTS, 0, 0};
-    int64_t ops = mt_model_head_keep_floats(&tc->cfg, tc->tp, tc->micro, tc->seq);
+    PipeHead slots = {MT_PIPE_HEAD_SLOTS, 0, 0};
+    PipeHead keep = {MT_PIPE_HEAD_KEEP, mt_model_head_keep_floats(&tc->cfg, tc->tp, tc->micro, tc->seq), 0};
+    PipeHead redo = {MT_PIPE_HEAD_REDO, mt_model_head_inputs_floats(&tc->cfg, tc->tp, tc->micro, tc->seq),
+                     mt_model_head_redo_floats(&tc->cfg, tc->tp, tc->micro, tc->seq)};
     if (nh <= 1)
-        return h;
-    if (nh * ops + VC < nh * VC)
-        return (PipeHead){MT_PIPE_HEAD_KEEP, ops, 0};
-    return (PipeHead){MT_PIPE_HEAD_REDO, mt_model_head_inputs_floats(&tc->cfg, tc->tp, tc->micro, tc->seq),
-                      mt_model_head_redo_floats(&tc->cfg, tc->tp, tc->micro, tc->seq)};
+        return slots;
+    int64_t fk = nh * keep.keep + VC, fr = nh * redo.keep + redo.scratch + VC;
+    if (o->head_recompute)
+        return fk <= fr ? keep : redo;
+    return fk < nh * VC ? keep : slots;
 }
 static inline int64_t erows(const MtPipe *p) { return (int64_t)p->tr->tc.micro * p->tr->tc.seq * p->tr->tc.cfg.C; }
 static inline int64_t rows(const MtPipe *p)

@@ -32,7 +32,7 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
     }
     free(list);
     if (rank == P - 1) { /* the wte replica, its moments, its tree and the H_k awaiting rows (or their operands) */
-        PipeHead hd = pipe_head(tc, VC, nh);
+        PipeHead hd = pipe_head(tc, o, VC, nh);
         bytes[MT_MEM_PARAMS] += 4 * VC;
         bytes[MT_MEM_OPTIM] += 8 * VC;
         bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - (mt_accum_block_size(tc) > 1) + (hd.mode ? 1 : nh)) * VC;
@@ -78,7 +78,7 @@ int mt_pipe_plan_head(const MtTrainConfig *tc, const MtPipeOptions *o, int P, in
     int nh = mt_schedule_peak_wte(&s, list, mt_schedule_build(&s, rank, list));
     free(list);
     int64_t ulo[MT_MAX_UNITS], uhi[MT_MAX_UNITS], VC = mt_trainer_spans(tc, ulo, uhi);
-    *defer = pipe_head(tc, VC, nh).mode;
+    *defer = pipe_head(tc, o, VC, nh).mode;
     return nh;
 }
 

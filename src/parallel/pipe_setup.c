@@ -215,7 +215,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
             if (!(p->wbuf[i] = pipe_alloc(p, MT_MEM_GRADS, VC)))
                 goto oom;
         p->nh = mt_schedule_peak_wte(&p->sched, p->list, p->nlist);
-        PipeHead hd = pipe_head(tc, VC, p->nh);
+        PipeHead hd = pipe_head(tc, &p->o, VC, p->nh);
         p->defer = hd.mode;
         p->hslot = calloc((size_t)p->nh, sizeof(float *));
         p->keep = calloc((size_t)p->nh, sizeof(float *));
@@ -315,7 +315,7 @@ void mt_pipe_free(MtPipe *p)
     for (int i = 0; i < p->nwbuf; i++)
         pipe_free_buf(p, MT_MEM_GRADS, p->wbuf[i], VC);
     const MtTrainConfig *tc = &p->tr->tc;
-    PipeHead hd = pipe_head(tc, VC, p->nh);
+    PipeHead hd = pipe_head(tc, &p->o, VC, p->nh);
     pipe_free_buf(p, MT_MEM_ACTS, p->redo, hd.scratch);
     for (int i = 0; i < p->nh; i++) {
         pipe_free_buf(p, MT_MEM_GRADS, p->hslot ? p->hslot[i] : NULL, VC);
