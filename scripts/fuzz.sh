@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(json safetensors tokens checkpoint tiktoken bpe hfjson merges)
+[ ${#targets[@]} -gt 0 ] || targets=(json safetensors tokens checkpoint tiktoken bpe hfjson merges bpe_train)
 bash scripts/install_packages.sh clang libomp-dev # libFuzzer and its OpenMP runtime, from Debian
 CC=clang cmake -S . -B build-fuzz -DMT_FUZZ=ON -DMT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null

@@ -345,7 +345,8 @@ static int hit_cmp(const void *x, const void *y)
  * appended to pos. */
 static int push_hits(Hits *hits, Pairs *pairs, Heap *heap, Vec *pos)
 {
-    qsort(hits->v, (size_t)hits->n, sizeof(Hit), hit_cmp);
+    if (hits->n > 1)
+        qsort(hits->v, (size_t)hits->n, sizeof(Hit), hit_cmp);
     for (int64_t i = 0; i < hits->n;) {
         int64_t j = i, off = pos->n;
         for (; j < hits->n && hits->v[j].key == hits->v[i].key; j++)
