@@ -28,5 +28,5 @@ build/meshtrain sample --ckpt runs/demo/ckpt --prompt "The meaning of life is" -
 echo "---- next ----"
 echo "binary: build/meshtrain (build/meshtrain --help); checkpoint: runs/demo/ckpt (Hugging Face GPT-2 files with" \
   "the tokenizer: transformers' AutoTokenizer loads it)"
-echo "the same bits on one rank: the train command above without --dp 2, with --accum-blocks 2" \
+echo "the same bits on one rank: the train command above without --dp 2, with --micro-batch-size 16 --accum-blocks 2" \
   "(README: Run it on several ranks)"
