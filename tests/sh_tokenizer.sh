@@ -103,6 +103,24 @@ for t in 1 2 3; do
 done
 cmp -s "$T/p1/train.bin" "$T/p2/train.bin" && cmp -s "$T/p1/train.bin" "$T/p3/train.bin" && cmp -s "$T/p1/val.bin" "$T/p3/val.bin" \
   && pass || fail "prepare: --threads 2 or 3 gave other tokens than one thread"
+# read a chunk at a time (--read-mb 1: the 1.5 MB text in two chunks, cut where a piece
+# always ends): the tokens of the whole text, as `tokenizer encode` gives them, on 1 and 2 threads
+$MT_BIN tokenizer encode --tokenizer "$v" --input "$T/big.txt" --format u16 --out "$T/big.u16"
+for t in 1 2; do
+  $MT_BIN prepare --input "$T/big.txt" --out "$T/r$t" --tokenizer "$v" --threads $t --read-mb 1 > /dev/null \
+    || fail "prepare --read-mb 1 --threads $t"
+  cmp -s "$T/big.u16" <(tail -c +33 "$T/r$t/train.bin"; tail -c +33 "$T/r$t/val.bin") && cmp -s "$T/p1/train.bin" "$T/r$t/train.bin" \
+    && pass || fail "prepare --read-mb 1 --threads $t: not the whole text's tokens"
+done
+cp "$T/big.txt" "$T/bigb.txt"
+{ cat "$T/big.txt"; printf '<|endoftext|>'; cat "$T/bigb.txt"; } > "$T/bigj.txt"
+$MT_BIN prepare --input "$T/big.txt" "$T/bigb.txt" --out "$T/rj2" --tokenizer "$v" --read-mb 1 > /dev/null \
+  && $MT_BIN prepare --input "$T/bigj.txt" --out "$T/rj1" --tokenizer "$v" > /dev/null \
+  && cmp -s "$T/rj1/train.bin" "$T/rj2/train.bin" && cmp -s "$T/rj1/val.bin" "$T/rj2/val.bin" && pass \
+  || fail "--read-mb 1: two inputs of two chunks each are not the documents joined by <|endoftext|>"
+$MT_BIN prepare --input "$T/big.txt" --out "$T/rb1" --read-mb 1 > /dev/null && cmp -s <(tail -c +33 "$T/rb1/train.bin"; tail -c +33 "$T/rb1/val.bin") "$T/big.txt" \
+  && pass || fail "byte-level --read-mb 1: not the text's bytes"
+expect_bad_input "prepare --read-mb 0" $MT_BIN prepare --input "$T/big.txt" --out "$T/no17" --read-mb 0
 # several inputs: documents separated by <|endoftext|> (bytes: joined as they are)
 head -c 30000 "$T/big.txt" > "$T/doc1.txt"
 tail -c 20000 "$T/big.txt" > "$T/doc2.txt"
@@ -128,5 +146,5 @@ expect_bad_input "a --vocab smaller than the data's" $MT_BIN train --data "$T/da
 expect_bad_input "prepare with a broken tokenizer" $MT_BIN prepare --input "$T/text.txt" --out "$T/no15" --tokenizer "$T/b64.tiktoken"
 mkdir "$T/empty"
 expect_bad_input "a directory without tokenizer files" $MT_BIN tokenizer encode --tokenizer "$T/empty" --out "$T/no14" < /dev/null
-for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do [ -e "$T/no$i" ] && fail "a bad input wrote $T/no$i" || pass; done
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do [ -e "$T/no$i" ] && fail "a bad input wrote $T/no$i" || pass; done
 finish

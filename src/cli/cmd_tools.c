@@ -106,40 +106,100 @@ int mt_cli_parse(Flag *f, int n, int argc, char **argv, const char *cmd, const c
 /* ---- prepare ---- */
 
 
-/* the input files, in order, joined by sep (NULL: nothing between them) */
-static MtStatus read_inputs(const FlagStrs *in, const char *sep, unsigned char **text, int64_t *len)
+/* ---- prepare: the inputs read and encoded a chunk at a time ---- */
+
+/* the output's tokens, packed in the token file's width (mt_tokens_width) */
+typedef struct {
+    unsigned char *p;
+    int64_t n, cap;
+    int w;
+} Packed;
+
+static int pack(Packed *o, const int32_t *ids, const unsigned char *bytes, int64_t n)
 {
-    unsigned char *all = NULL;
-    int64_t n = 0, ns = sep ? (int64_t)strlen(sep) : 0;
-    for (int i = 0; i < in->n; i++) {
-        unsigned char *t;
-        int64_t k;
-        MtStatus s = mt_file_read(in->v[i], &t, &k);
-        if (s != MT_OK) {
-            free(all);
-            return s;
-        }
-        if (i == 0) {
-            all = t;
-            n = k;
-            continue;
-        }
-        unsigned char *x = realloc(all, (size_t)(n + ns + k + 1));
-        if (!x) {
-            free(t);
-            free(all);
-            return mt_error(MT_ENOMEM, "out of memory reading %s", in->v[i]);
-        }
-        all = x;
-        if (ns)
-            memcpy(all + n, sep, (size_t)ns);
-        memcpy(all + n + ns, t, (size_t)k);
-        n += ns + k;
-        free(t);
+    if ((o->n + n) * o->w > o->cap) {
+        int64_t cap = o->cap ? o->cap : 1 << 20;
+        while (cap < (o->n + n) * o->w)
+            cap *= 2;
+        unsigned char *p = realloc(o->p, (size_t)cap);
+        if (!p)
+            return 0;
+        o->p = p;
+        o->cap = cap;
     }
-    *text = all;
-    *len = n;
-    return MT_OK;
+    unsigned char *d = o->p + o->n * o->w;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v = ids ? (uint32_t)ids[i] : bytes[i];
+        for (int j = 0; j < o->w; j++)
+            d[i * o->w + j] = (unsigned char)(v >> (8 * j));
+    }
+    o->n += n;
+    return 1;
+}
+
+/* The tokens of the inputs in order into out: each read `chunk` bytes at a time; with a
+ * vocabulary, a chunk is encoded (on `threads`) up to the last point where a piece always
+ * ends (mt_bpe_cut_after) and the rest carried into the next, so the ids are those of the
+ * whole text.  With <|endoftext|> (eot >= 0) each file's text ends at its end and the token
+ * follows it; without, the files are one text.  Memory: a chunk of text and its ids, and
+ * the packed output, whatever the inputs' sizes. */
+static MtStatus encode_inputs(const FlagStrs *in, const MtBpe *bpe, int32_t eot, int threads, int64_t chunk,
+                              Packed *out)
+{
+    unsigned char *buf = NULL;
+    int32_t *ids = NULL;
+    int64_t len = 0, cap = 0, icap = 0;
+    MtStatus s = MT_OK;
+    for (int i = 0; s == MT_OK && i < in->n; i++) {
+        FILE *f = fopen(in->v[i], "rb");
+        struct stat st;
+        if (!f) {
+            s = mt_error(MT_EINPUT, "cannot open %s: %s", in->v[i], strerror(errno));
+            break;
+        }
+        if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+            fclose(f);
+            s = mt_error(MT_EINPUT, "%s is not a regular file", in->v[i]);
+            break;
+        }
+        for (int eof = 0; s == MT_OK && !eof;) {
+            if (len + chunk > cap) {
+                unsigned char *b = realloc(buf, (size_t)(len + chunk));
+                if (!b) {
+                    s = mt_error(MT_ENOMEM, "out of memory reading %s", in->v[i]);
+                    break;
+                }
+                buf = b;
+                cap = len + chunk;
+            }
+            int64_t r = (int64_t)fread(buf + len, 1, (size_t)(cap - len), f);
+            if (ferror(f)) {
+                s = mt_error(MT_EINPUT, "cannot read %s", in->v[i]);
+                break;
+            }
+            len += r;
+            eof = feof(f);
+            int last = eof && (i == in->n - 1 || eot >= 0); /* the text ends here */
+            int64_t cut = len;
+            if (!bpe) {
+                if (!pack(out, NULL, buf, len))
+                    s = mt_error(MT_ENOMEM, "out of memory for the tokens");
+                len = 0;
+                continue;
+            }
+            if (!last && (cut = mt_bpe_cut_after(buf, len, len - (len < 2 * chunk ? len : 2 * chunk) / 4)) == len)
+                continue; /* no cut point yet: read more */
+            int64_t k = mt_bpe_encode_threads(bpe, buf, cut, 1, threads, &ids, &icap);
+            if (!pack(out, ids, NULL, k) || (last && eot >= 0 && i < in->n - 1 && !pack(out, &eot, NULL, 1)))
+                s = mt_error(MT_ENOMEM, "out of memory for the tokens");
+            memmove(buf, buf + cut, (size_t)(len - cut));
+            len -= cut;
+        }
+        fclose(f);
+    }
+    free(buf);
+    free(ids);
+    return s;
 }
 
 /* the tokenizer's files rendered while the text is encoded (with --threads > 1, on a thread
@@ -162,7 +222,7 @@ int mt_cmd_prepare(int argc, char **argv)
     FlagStrs inputs = {{0}, 0};
     const char *out = NULL, *tokenizer = NULL;
     float val_frac = 0.1f;
-    int force = 0, dry = 0, done, threads = 0;
+    int force = 0, dry = 0, done, threads = 0, read_mb = 16;
     Flag flags[] = {
         {"input", FLAG_STRS, &inputs, "text files (UTF-8 or any bytes), in this order: with --tokenizer, documents "
          "separated by <|endoftext|> where the vocabulary has it; without, joined as they are", "FILE...", 1},
@@ -172,6 +232,8 @@ int mt_cmd_prepare(int argc, char **argv)
          "token per byte", "PATH"},
         {"val-frac", FLAG_FLOAT, &val_frac, "last fraction of the text kept for validation (val.bin)"},
         {"force", FLAG_BOOL, &force, "replace existing train.bin / val.bin"},
+        {"read-mb", FLAG_INT, &read_mb, "MiB of text read and encoded at a time: the memory beside the tokens, "
+         "whatever the inputs' size (the tokens do not depend on it)", "N"},
         {"threads", FLAG_INT, &threads, "threads that encode with --tokenizer; the ids do not depend on it (0: "
          "OMP_NUM_THREADS if set, else this machine's cores)"},
         {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
@@ -186,6 +248,8 @@ int mt_cmd_prepare(int argc, char **argv)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: --input TEXT and --out DIR are required"));
     if (!(val_frac > 0.0f && val_frac < 1.0f))
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: --val-frac %g must be between 0 and 1", val_frac));
+    if (read_mb < 1 || read_mb > 4096)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: --read-mb %d must be from 1 to 4096", read_mb));
     char tpath[4200], vpath[4200], tmp[4300];
     snprintf(tpath, sizeof tpath, "%s/train.bin", out);
     snprintf(vpath, sizeof vpath, "%s/val.bin", out);
@@ -207,58 +271,54 @@ int mt_cmd_prepare(int argc, char **argv)
         mt_flags_print(flags, n);
         return 0;
     }
-    unsigned char *text = NULL;
-    int64_t len = 0;
-    const char *eot = NULL; /* the documents' separator: the vocabulary's <|endoftext|> */
+    int32_t eot = -1; /* the documents' separator: the vocabulary's <|endoftext|> */
     for (int i = 0; bpe && i < mt_bpe_nspecial(bpe); i++) {
         int32_t id;
         if (strcmp(mt_bpe_special(bpe, i, &id), "<|endoftext|>") == 0)
-            eot = "<|endoftext|>";
+            eot = id;
     }
-    if ((s = read_inputs(&inputs, eot, &text, &len)) != MT_OK) {
-        mt_bpe_free(bpe);
-        return mt_cli_fail(mt_error_prefix(s, "meshtrain prepare"));
+    uint32_t vocab = bpe ? (uint32_t)mt_bpe_vocab(bpe) : MT_BYTE_VOCAB;
+    Packed tok = {NULL, 0, 0, mt_tokens_width(vocab)};
+    int64_t most = inputs.n; /* tokens: at most one a byte, and the separators */
+    for (int i = 0; i < inputs.n; i++) {
+        struct stat st;
+        most += stat(inputs.v[i], &st) == 0 ? (int64_t)st.st_size : 0;
     }
-    int32_t *tok = NULL;
-    int64_t ntok = len, cap = 0;
-    uint32_t vocab = MT_BYTE_VOCAB;
+    /* reserved at once: pages the tokens never reach are never touched (no memory), and the
+     * output is not copied as it grows */
+    if ((tok.p = malloc((size_t)(most * tok.w + 1))))
+        tok.cap = most * tok.w + 1;
     Render render = {bpe, {{0}}, MT_OK};
     pthread_t rt;
     int rendering = bpe && threads > 1 && pthread_create(&rt, NULL, render_hf, &render) == 0;
     if (bpe && !rendering)
         render_hf(&render);
-    if (bpe) {
-        ntok = mt_bpe_encode_threads(bpe, text, len, 1, threads, &tok, &cap);
-        vocab = (uint32_t)mt_bpe_vocab(bpe);
-        if (rendering)
-            pthread_join(rt, NULL);
-    } else if ((tok = malloc(sizeof(int32_t) * (size_t)(len > 0 ? len : 1))))
-        mt_bytes_encode(text, len, tok);
-    free(text);
-    int64_t nval = (int64_t)(ntok * (double)val_frac);
-    int ok = tok && ntok >= 64 && nval >= 2 && (mkdir(out, 0777) == 0 || errno == EEXIST);
+    s = encode_inputs(&inputs, bpe, eot, threads, (int64_t)read_mb << 20, &tok);
+    if (rendering)
+        pthread_join(rt, NULL);
+    int64_t ntok = tok.n, nval = (int64_t)(ntok * (double)val_frac);
+    int ok = s == MT_OK && ntok >= 64 && nval >= 2 && (mkdir(out, 0777) == 0 || errno == EEXIST);
     if (!ok) {
-        s = !tok ? mt_error(MT_ENOMEM, "meshtrain prepare: out of memory")
+        s = s != MT_OK              ? mt_error_prefix(s, "meshtrain prepare")
             : ntok < 64 || nval < 2 ? mt_error(MT_EINPUT, "meshtrain prepare: %s%s is too short (%lld tokens)", input,
                                                inputs.n > 1 ? " and the rest" : "", (long long)ntok)
                                     : mt_error(MT_EINPUT, "meshtrain prepare: cannot create %s: %s", out,
                                                strerror(errno));
-        free(tok);
+        free(tok.p);
         mt_bpe_free(bpe);
         for (int i = 0; bpe && i < MT_HF_NFILES; i++)
             mt_buf_free(&render.files[i]);
         return mt_cli_fail(s);
     }
-    int64_t len_tok = ntok;
     /* each file is written beside its final name and renamed into place */
     snprintf(tmp, sizeof tmp, "%s.tmp", tpath);
-    if ((s = mt_tokens_write(tmp, tok, len_tok - nval, vocab)) == MT_OK && rename(tmp, tpath) != 0)
+    if ((s = mt_tokens_write_packed(tmp, tok.p, ntok - nval, vocab)) == MT_OK && rename(tmp, tpath) != 0)
         s = mt_error(MT_EIO, "cannot rename %s: %s", tmp, strerror(errno));
     snprintf(tmp, sizeof tmp, "%s.tmp", vpath);
-    if (s == MT_OK && (s = mt_tokens_write(tmp, tok + len_tok - nval, nval, vocab)) == MT_OK &&
+    if (s == MT_OK && (s = mt_tokens_write_packed(tmp, tok.p + (ntok - nval) * tok.w, nval, vocab)) == MT_OK &&
         rename(tmp, vpath) != 0)
         s = mt_error(MT_EIO, "cannot rename %s: %s", tmp, strerror(errno));
-    free(tok);
+    free(tok.p);
     /* the tokenizer goes with the tokens: DIR/tokenizer (replaced, through a staging directory) */
     char tdir[4300];
     snprintf(tdir, sizeof tdir, "%s/tokenizer", out);
@@ -277,10 +337,10 @@ int mt_cmd_prepare(int argc, char **argv)
         return mt_cli_fail(s);
     if (vocab == MT_BYTE_VOCAB && !tokenizer)
         printf("prepared %s: %lld train tokens, %lld val tokens (byte-level, vocab 256)\n", out,
-               (long long)(len_tok - nval), (long long)nval);
+               (long long)(ntok - nval), (long long)nval);
     else
         printf("prepared %s: %lld train tokens, %lld val tokens (byte-level BPE, vocab %u, tokenizer in %s)\n", out,
-               (long long)(len_tok - nval), (long long)nval, vocab, tdir);
+               (long long)(ntok - nval), (long long)nval, vocab, tdir);
     return 0;
 }
 

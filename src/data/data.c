@@ -114,9 +114,13 @@ done:
     return s;
 }
 
-MtStatus mt_tokens_write(const char *path, const int32_t *tok, int64_t count, uint32_t vocab)
+int mt_tokens_width(uint32_t vocab) { return vocab <= 256 ? 1 : vocab <= 65536 ? 2 : 4; }
+
+/* a token file's header, then the tokens: tok (converted) or packed (as they are) */
+static MtStatus write_tokens(const char *path, const int32_t *tok, const unsigned char *packed, int64_t count,
+                             uint32_t vocab)
 {
-    int width = vocab <= 256 ? 1 : vocab <= 65536 ? 2 : 4;
+    int width = mt_tokens_width(vocab);
     FILE *f = fopen(path, "wb");
     if (!f)
         return mt_error(MT_EIO, "cannot create %s: %s", path, strerror(errno));
@@ -127,9 +131,11 @@ MtStatus mt_tokens_write(const char *path, const int32_t *tok, int64_t count, ui
     wr_u(h + 16, (uint64_t)count, 8);
     wr_u(h + 24, vocab, 4);
     int ok = fwrite(h, 1, sizeof h, f) == sizeof h;
+    if (packed)
+        ok = ok && (count == 0 || fwrite(packed, (size_t)width, (size_t)count, f) == (size_t)count);
     unsigned char buf[4096];
     int64_t per = (int64_t)sizeof buf / width;
-    for (int64_t i = 0; ok && i < count; i += per) {
+    for (int64_t i = 0; !packed && ok && i < count; i += per) {
         int64_t n = count - i < per ? count - i : per;
         for (int64_t j = 0; j < n; j++)
             wr_u(buf + j * width, (uint64_t)tok[i + j], width);
@@ -138,6 +144,16 @@ MtStatus mt_tokens_write(const char *path, const int32_t *tok, int64_t count, ui
     ok = (fflush(f) == 0) && ok;
     ok = (fclose(f) == 0) && ok;
     return ok ? MT_OK : mt_error(MT_EIO, "writing %s failed: %s", path, strerror(errno));
+}
+
+MtStatus mt_tokens_write(const char *path, const int32_t *tok, int64_t count, uint32_t vocab)
+{
+    return write_tokens(path, tok, NULL, count, vocab);
+}
+
+MtStatus mt_tokens_write_packed(const char *path, const unsigned char *packed, int64_t count, uint32_t vocab)
+{
+    return write_tokens(path, NULL, packed, count, vocab);
 }
 
 void mt_tokens_free(MtTokens *t)

@@ -33,6 +33,10 @@ MtStatus mt_tokens_read(const char *path, MtTokens *t);
 MtStatus mt_tokens_vocab(const char *path, uint32_t *vocab);
 /* Writes a token file (smallest token width that holds vocab); MT_EIO on failure. */
 MtStatus mt_tokens_write(const char *path, const int32_t *tok, int64_t count, uint32_t vocab);
+/* The same from tokens already in the file's width (mt_tokens_width: 1, 2 or 4 bytes each,
+ * little-endian), as prepare keeps them. */
+int mt_tokens_width(uint32_t vocab);
+MtStatus mt_tokens_write_packed(const char *path, const unsigned char *packed, int64_t count, uint32_t vocab);
 void mt_tokens_free(MtTokens *t);
 
 /* Byte-level tokenizer: one token per byte, vocabulary 256. */

@@ -517,7 +517,7 @@ int64_t mt_bpe_encode(const MtBpe *b, const unsigned char *text, int64_t n, int 
 /* the first cut point at or after i: text[j] a space, text[j - 1] a character that is not
  * white space (an ASCII one, or the last byte of a valid sequence), text[j + 1] a letter
  * (ASCII, or a valid sequence of class letter); n if none */
-static int64_t cut_after(const unsigned char *t, int64_t n, int64_t i)
+int64_t mt_bpe_cut_after(const unsigned char *t, int64_t n, int64_t i)
 {
     for (int64_t j = i > 1 ? i : 1; j + 1 < n; j++) {
         if (t[j] != ' ')
@@ -557,7 +557,7 @@ int64_t mt_bpe_encode_threads(const MtBpe *b, const unsigned char *text, int64_t
     MT_ASSERT(at && pid && pn && pcap, "out of memory for %d parts", parts);
     at[0] = 0;
     for (int k = 1; k < parts; k++) {
-        int64_t c = cut_after(text, n, n / parts * k);
+        int64_t c = mt_bpe_cut_after(text, n, n / parts * k);
         at[k] = c > at[k - 1] ? c : at[k - 1];
     }
     at[parts] = n;

@@ -116,6 +116,11 @@ int64_t mt_bpe_encode(const MtBpe *b, const unsigned char *text, int64_t n, int 
  * part encoded alone, the ids joined: the same ids as one thread. */
 int64_t mt_bpe_encode_threads(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special, int threads,
                               int32_t **ids, int64_t *cap);
+/* The first point at or after i (n if none) where a piece always ends, whatever comes
+ * before: text[j] a space after a character that is not white space, before a letter.  The
+ * text before it and the text from it encode to the ids of the whole (a special token's
+ * text holds no such point unless it holds a space). */
+int64_t mt_bpe_cut_after(const unsigned char *text, int64_t n, int64_t i);
 /* The ids of one piece (no specials, no splitting) appended to out[*k..]: out has room for
  * len ids. */
 void mt_bpe_encode_piece(const MtBpe *b, const unsigned char *piece, int len, int32_t *out, int64_t *k);
