@@ -180,32 +180,49 @@ int mt_bpe_split(const MtBpe *b, int32_t rank, int32_t *left, int32_t *right)
     int len;
     if (!mt_bpe_token(b, rank, &p, &len) || len < 2)
         return 0;
-    int *start = malloc(sizeof(int) * (size_t)(len + 1)), n = len + 1;
-    MT_ASSERT(start, "out of memory");
+    /* tiktoken's merge with the ranks below `rank` only: part i starts at start[i]; r[i] is
+     * the rank of parts i and i + 1 joined (rank: none), updated beside each merge */
+    int sbuf[258], *start = len < 257 ? sbuf : malloc(sizeof(int) * (size_t)(len + 1));
+    int32_t rbuf[258], *r = len < 257 ? rbuf : malloc(sizeof(int32_t) * (size_t)(len + 1));
+    MT_ASSERT(start && r, "out of memory");
+    int n = len + 1; /* part starts, the end included */
     for (int i = 0; i <= len; i++)
         start[i] = i;
-    for (;;) { /* tiktoken's merge, with the ranks below `rank` only */
+#define JOINED(i) ((i) + 2 < n ? mt_bpe_rank(b, p + start[i], start[(i) + 2] - start[i]) : -1)
+#define BELOW(x) ((x) >= 0 && (x) < rank ? (x) : rank)
+    for (int i = 0; i + 2 < n; i++)
+        r[i] = BELOW(JOINED(i));
+    for (;;) {
         int best = -1;
         int32_t br = rank;
-        for (int i = 0; i + 2 < n; i++) {
-            int32_t r = mt_bpe_rank(b, p + start[i], start[i + 2] - start[i]);
-            if (r >= 0 && r < br) {
-                br = r;
+        for (int i = 0; i + 2 < n; i++)
+            if (r[i] < br) {
+                br = r[i];
                 best = i;
             }
-        }
         if (best < 0)
             break;
-        for (int i = best + 1; i + 1 < n; i++)
+        for (int i = best + 1; i + 1 < n; i++) { /* part best + 1 joins part best */
             start[i] = start[i + 1];
+            r[i] = r[i + 1];
+        }
         n--;
+        if (best + 2 < n)
+            r[best] = BELOW(JOINED(best));
+        if (best > 0)
+            r[best - 1] = BELOW(JOINED(best - 1));
     }
+#undef JOINED
+#undef BELOW
     int ok = n == 3;
     if (ok) {
         *left = mt_bpe_rank(b, p, start[1]);
         *right = mt_bpe_rank(b, p + start[1], len - start[1]);
     }
-    free(start);
+    if (start != sbuf)
+        free(start);
+    if (r != rbuf)
+        free(r);
     return ok;
 }
 
