@@ -368,43 +368,39 @@ static void merge_short(const MtBpe *b, const unsigned char *p, int len, int32_t
         out[(*k)++] = tok[i];
 }
 
-/* the same on a long piece: parts as a linked list, pairs in a min-heap keyed by (rank,
- * start), stale entries recognised by their stamp */
+/* the same on a long piece: parts as a linked list, pairs in a bucket per rank (a pair's
+ * entry: its left part's start and that part's stamp, stale once the stamp moved on).  The
+ * lowest non-empty rank is merged first, its entries in the order of their starts (leftmost
+ * first, as the in-place merge); a merge makes pairs of other ranks only (a longer string),
+ * and where one is lower the bucket is left for it, so the order is always (rank, start).
+ * Linear in the piece but for the sorting of buckets filled out of order. */
 typedef struct {
-    int32_t rank;
-    int start, stamp; /* the pair's left part starts at `start` */
-} Pair;
+    int start, stamp;
+} Ent;
 
-static int less(const Pair *a, const Pair *c) { return a->rank < c->rank || (a->rank == c->rank && a->start < c->start); }
+typedef struct {
+    Ent *e;
+    int n, cap, unsorted;
+} Bucket;
 
-static void push(Pair *h, int *n, Pair x)
+static int ent_cmp(const void *x, const void *y)
 {
-    int i = (*n)++;
-    while (i > 0 && less(&x, &h[(i - 1) / 2])) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h[i] = x;
+    const Ent *a = x, *b = y;
+    return a->start != b->start ? (a->start > b->start) - (a->start < b->start)
+                                : (a->stamp > b->stamp) - (a->stamp < b->stamp);
 }
 
-static Pair pop(Pair *h, int *n)
+static void bucket_push(Bucket *bk, int32_t r, int start, int stamp, int32_t *low)
 {
-    Pair top = h[0], x = h[--(*n)];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && less(&h[c + 1], &h[c]))
-            c++;
-        if (!less(&h[c], &x))
-            break;
-        h[i] = h[c];
-        i = c;
+    Bucket *q = &bk[r];
+    if (q->n == q->cap) {
+        q->cap = q->cap ? 2 * q->cap : 8;
+        q->e = realloc(q->e, sizeof(Ent) * (size_t)q->cap);
+        MT_ASSERT(q->e, "out of memory to merge a long piece");
     }
-    if (*n > 0)
-        h[i] = x;
-    return top;
+    q->unsorted |= q->n > 0 && start < q->e[q->n - 1].start;
+    q->e[q->n++] = (Ent){start, stamp};
+    *low = r < *low ? r : *low;
 }
 
 static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t *out, int64_t *k)
@@ -412,9 +408,9 @@ static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t 
     /* part i: bytes [i, nxt[i]) while alive; prv/nxt link the live parts; len is the end */
     int *nxt = malloc(sizeof(int) * (size_t)(len + 1)), *prv = malloc(sizeof(int) * (size_t)(len + 1));
     int *stamp = calloc((size_t)len + 1, sizeof(int));
-    Pair *h = malloc(sizeof(Pair) * (size_t)(2 * len + 4)); /* each merge pops one pair and pushes two */
-    MT_ASSERT(nxt && prv && stamp && h, "out of memory to merge a piece of %d bytes", len);
-    int nh = 0;
+    int32_t V = b->cap, low = V; /* no bucket below `low` holds an entry */
+    Bucket *bk = calloc((size_t)V, sizeof(Bucket));
+    MT_ASSERT(nxt && prv && stamp && bk, "out of memory to merge a piece of %d bytes", len);
     for (int i = 0; i <= len; i++) {
         nxt[i] = i + 1;
         prv[i] = i - 1;
@@ -422,38 +418,57 @@ static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t 
     for (int i = 0; i + 2 <= len; i++) {
         int32_t r = mt_bpe_rank(b, p + i, 2);
         if (r >= 0)
-            push(h, &nh, (Pair){r, i, 0});
+            bucket_push(bk, r, i, 0, &low);
     }
-    while (nh > 0) {
-        Pair x = pop(h, &nh);
-        int i = x.start;
-        if (x.stamp != stamp[i] || nxt[i] >= len)
-            continue; /* stale: the part has changed since */
-        int j = nxt[i]; /* merge part j into part i */
-        nxt[i] = nxt[j];
-        if (nxt[j] <= len)
-            prv[nxt[j]] = i;
-        stamp[j] = -1;
-        stamp[i]++;
-        if (nxt[i] < len) { /* the pair (i, next) */
-            int32_t r = mt_bpe_rank(b, p + i, nxt[nxt[i]] - i);
-            if (r >= 0)
-                push(h, &nh, (Pair){r, i, stamp[i]});
+    while (low < V) {
+        int32_t r = low;
+        Bucket *q = &bk[r];
+        if (q->n == 0) {
+            low++;
+            continue;
         }
-        if (prv[i] >= 0) { /* the pair (previous, i) */
-            int q = prv[i];
-            stamp[q]++;
-            int32_t r = mt_bpe_rank(b, p + q, nxt[i] - q);
-            if (r >= 0)
-                push(h, &nh, (Pair){r, q, stamp[q]});
+        if (q->unsorted)
+            qsort(q->e, (size_t)q->n, sizeof(Ent), ent_cmp);
+        q->unsorted = 0;
+        int e = 0;
+        for (; e < q->n && low == r; e++) {
+            int i = q->e[e].start;
+            if (q->e[e].stamp != stamp[i] || nxt[i] >= len)
+                continue; /* stale: the part has changed since */
+            int j = nxt[i]; /* merge part j into part i */
+            nxt[i] = nxt[j];
+            if (nxt[j] <= len)
+                prv[nxt[j]] = i;
+            stamp[j] = -1;
+            stamp[i]++;
+            if (nxt[i] < len) { /* the pair (i, next) */
+                int32_t r2 = mt_bpe_rank(b, p + i, nxt[nxt[i]] - i);
+                if (r2 >= 0)
+                    bucket_push(bk, r2, i, stamp[i], &low);
+            }
+            if (prv[i] >= 0) { /* the pair (previous, i) */
+                int pq = prv[i];
+                stamp[pq]++;
+                int32_t r2 = mt_bpe_rank(b, p + pq, nxt[i] - pq);
+                if (r2 >= 0)
+                    bucket_push(bk, r2, pq, stamp[pq], &low);
+            }
         }
+        /* the bucket's entries taken leave it; a lower rank pushed meanwhile goes first */
+        q = &bk[r];
+        memmove(q->e, q->e + e, sizeof(Ent) * (size_t)(q->n - e));
+        q->n -= e;
+        if (low == r && q->n == 0)
+            low++;
     }
     for (int i = 0; i < len; i = nxt[i])
         out[(*k)++] = mt_bpe_rank(b, p + i, nxt[i] - i);
+    for (int32_t r = 0; r < V; r++)
+        free(bk[r].e);
+    free(bk);
     free(nxt);
     free(prv);
     free(stamp);
-    free(h);
 }
 
 void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int heap, int32_t *out, int64_t *k)
