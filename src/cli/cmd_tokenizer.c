@@ -206,7 +206,7 @@ static int train(int argc, char **argv)
     for (int i = 0; i < inputs.n; i++)
         free(texts[i]);
     if (s != MT_OK)
-        return mt_cli_fail(mt_error_prefix(s, cmd));
+        return mt_cli_fail(mt_error_prefix(s, "%s", cmd));
     char tmp[4300];
     MtBuf files[MT_HF_NFILES];
     if ((s = mt_bpe_render_hf_merges(t.bpe, t.merges, t.nmerges, files)) == MT_OK &&
@@ -225,7 +225,7 @@ static int train(int argc, char **argv)
                (long long)t.words, threads, threads > 1 ? "s" : "",
                (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), out);
     mt_bpe_trained_free(&t);
-    return s == MT_OK ? 0 : mt_cli_fail(mt_error_prefix(s, cmd));
+    return s == MT_OK ? 0 : mt_cli_fail(mt_error_prefix(s, "%s", cmd));
 }
 
 int mt_cmd_tokenizer(int argc, char **argv)
