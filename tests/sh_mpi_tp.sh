@@ -12,7 +12,7 @@
 # equals the traffic formula byte for byte.  Bad layouts exit 2 with one line.
 source "$(dirname "$0")/lib.sh"
 DIFF=${MT_BUILD:-build}/prog_stdiff
-python3 "$(dirname "$0")/textgen.py" english 400000 "$T/text.txt" # a fixed text: the default mode's rounding, not the sources' edits
+make_text "$T/text.txt"
 $MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
 base="--data $T/data --heads 4 --dim 32 --seq-len 16 --warmup 2 --lr 3e-3 --eval-every 0 --log-every 0 --seed 7
       --threads 1 --batch-size 4 --micro-batch-size 2 --layers 2"
