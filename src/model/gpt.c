@@ -568,22 +568,30 @@ static int64_t head_cols(const MtConfig *cfg, const MtTpCtx *tp, int N)
 
 int mt_model_head_rows(const MtConfig *cfg) { return cfg->C; }
 
+/* one row block of r rows: its logits (r, Vl) = lnf @ wte^T; dwte += its dlogits^T @ lnf.  The
+ * whole head and the recomputation (mt_model_head_dwte_redo) make these same calls. */
+static void block_logits(int r, int Vl, int C, const float *lnf, const float *wte, float *logits)
+{
+    mt_be()->gemm(0, 1, r, Vl, C, 1.0f, lnf, C, wte, C, 0.0f, logits, Vl, 0);
+}
+
+static void block_dwte(int r, int Vl, int C, const float *dlogits, const float *lnf, float *dwte)
+{
+    mt_be()->gemm(1, 0, Vl, C, r, 1.0f, dlogits, Vl, lnf, C, 1.0f, dwte, C, 0);
+}
+
 void mt_model_head_logits(const MtConfig *cfg, int N, int Vl, const float *lnf, const float *wte, float *logits)
 {
     int C = cfg->C, R = mt_model_head_rows(cfg);
-    for (int n0 = 0; n0 < N; n0 += R) {
-        int r = N - n0 < R ? N - n0 : R;
-        mt_be()->gemm(0, 1, r, Vl, C, 1.0f, lnf + (int64_t)n0 * C, C, wte, C, 0.0f, logits + (int64_t)n0 * Vl, Vl, 0);
-    }
+    for (int n0 = 0; n0 < N; n0 += R)
+        block_logits(N - n0 < R ? N - n0 : R, Vl, C, lnf + (int64_t)n0 * C, wte, logits + (int64_t)n0 * Vl);
 }
 
 void mt_model_head_dwte_rows(const MtConfig *cfg, int N, int Vl, const float *dlogits, const float *lnf, float *dwte)
 {
     int C = cfg->C, R = mt_model_head_rows(cfg);
-    for (int n0 = 0; n0 < N; n0 += R) {
-        int r = N - n0 < R ? N - n0 : R;
-        mt_be()->gemm(1, 0, Vl, C, r, 1.0f, dlogits + (int64_t)n0 * Vl, Vl, lnf + (int64_t)n0 * C, C, 1.0f, dwte, C, 0);
-    }
+    for (int n0 = 0; n0 < N; n0 += R)
+        block_dwte(N - n0 < R ? N - n0 : R, Vl, C, dlogits + (int64_t)n0 * Vl, lnf + (int64_t)n0 * C, dwte);
 }
 
 int64_t mt_model_head_keep_floats(const MtConfig *cfg, const MtTpCtx *tp, int B, int T)
@@ -640,7 +648,7 @@ void mt_model_head_dwte_redo(const MtConfig *cfg, const MtTpCtx *tp, const float
     float *logits = scratch, *losses = scratch + (int64_t)R * Vl, *stats = losses + R;
     for (int n0 = 0; n0 < N; n0 += R) {
         int r = N - n0 < R ? N - n0 : R;
-        mt_be()->gemm(0, 1, r, Vl, C, 1.0f, lnf + (int64_t)n0 * C, C, wte, C, 0.0f, logits, Vl, 0);
+        block_logits(r, Vl, C, lnf + (int64_t)n0 * C, wte, logits);
         if (tp) { /* the block's rows of each rank's statistics, as the kernel reads them */
             MtTpLocal lo = mt_tp_local(cfg, tp, N);
             for (int q = 0; q < tp->N; q++)
@@ -648,7 +656,7 @@ void mt_model_head_dwte_redo(const MtConfig *cfg, const MtTpCtx *tp, const float
             mt_be()->tp_xent_finish(logits, losses, stats, tp->N, mx + n0, targets + n0, lo.v0, Vl, cfg->V, r, dscale);
         } else
             mt_be()->crossentropy_fused(logits, losses, targets + n0, r, Vl, dscale);
-        mt_be()->gemm(1, 0, Vl, C, r, 1.0f, logits, Vl, lnf + (int64_t)n0 * C, C, 1.0f, dwte, C, 0);
+        block_dwte(r, Vl, C, logits, lnf + (int64_t)n0 * C, dwte);
     }
 }
 

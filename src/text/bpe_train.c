@@ -26,6 +26,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Room for `need` elements of `size` bytes in the array *p of capacity *cap (doubled, from
+ * 1024); 0 when out of memory (the array is then as it was). */
+static int room(void *p, int64_t *cap, int64_t need, size_t size)
+{
+    if (need <= *cap)
+        return 1;
+    int64_t c = *cap > 0 ? *cap : 1024;
+    while (c < need)
+        c *= 2;
+    void *x = realloc(*(void **)p, size * (size_t)c);
+    if (!x)
+        return 0;
+    *(void **)p = x;
+    *cap = c;
+    return 1;
+}
+
 /* ---- a hash of byte strings to counts (the words) ---- */
 
 typedef struct {
@@ -99,17 +116,9 @@ static void words_add(Words *w, const unsigned char *s, int64_t len, uint64_t h,
             w->slot[j].count += count;
             return;
         }
-    if (w->nblob + len > w->capblob) {
-        int64_t cap = w->capblob;
-        while (w->nblob + len > cap)
-            cap *= 2;
-        unsigned char *b = realloc(w->blob, (size_t)cap);
-        if (!b) {
-            w->failed = 1;
-            return;
-        }
-        w->blob = b;
-        w->capblob = cap;
+    if (!room(&w->blob, &w->capblob, w->nblob + len, 1)) {
+        w->failed = 1;
+        return;
     }
     memcpy(w->blob + w->nblob, s, (size_t)len);
     w->slot[j] = (WSlot){h, count, w->nblob, (int32_t)len};
@@ -251,14 +260,8 @@ typedef struct {
 
 static int heap_push(Heap *h, Entry x)
 {
-    if (h->n == h->cap) {
-        int64_t cap = h->cap ? 2 * h->cap : 1024;
-        Entry *e = realloc(h->e, sizeof(Entry) * (size_t)cap);
-        if (!e)
-            return 0;
-        h->e = e;
-        h->cap = cap;
-    }
+    if (!room(&h->e, &h->cap, h->n + 1, sizeof(Entry)))
+        return 0;
     int64_t i = h->n++;
     while (i > 0 && above(&x, &h->e[(i - 1) / 2])) {
         h->e[i] = h->e[(i - 1) / 2];
@@ -296,14 +299,8 @@ typedef struct {
 
 static int vec_push(Vec *a, int64_t x)
 {
-    if (a->n == a->cap) {
-        int64_t cap = a->cap ? 2 * a->cap : 4096;
-        int64_t *v = realloc(a->v, sizeof(int64_t) * (size_t)cap);
-        if (!v)
-            return 0;
-        a->v = v;
-        a->cap = cap;
-    }
+    if (!room(&a->v, &a->cap, a->n + 1, sizeof(int64_t)))
+        return 0;
     a->v[a->n++] = x;
     return 1;
 }
@@ -321,14 +318,8 @@ typedef struct {
 
 static int hits_push(Hits *a, uint64_t key, int64_t word)
 {
-    if (a->n == a->cap) {
-        int64_t cap = a->cap ? 2 * a->cap : 4096;
-        Hit *v = realloc(a->v, sizeof(Hit) * (size_t)cap);
-        if (!v)
-            return 0;
-        a->v = v;
-        a->cap = cap;
-    }
+    if (!room(&a->v, &a->cap, a->n + 1, sizeof(Hit)))
+        return 0;
     a->v[a->n++] = (Hit){key, word};
     return 1;
 }
@@ -542,14 +533,9 @@ MtStatus mt_bpe_train(const unsigned char *const *texts, const int64_t *lens, in
         int ll, lr;
         mt_bpe_token(b, l, &pl, &ll);
         mt_bpe_token(b, r, &pr, &lr);
-        if (ll + lr > captmp) {
-            captmp = 2 * (ll + lr) + 64;
-            unsigned char *t2 = realloc(tmp, (size_t)captmp);
-            if (!t2) {
-                s = mt_error(MT_ENOMEM, "out of memory");
-                break;
-            }
-            tmp = t2;
+        if (!room(&tmp, &captmp, ll + lr, 1) || !room(&merges, &capmerge, nmerge + 1, sizeof *merges)) {
+            s = mt_error(MT_ENOMEM, "out of memory");
+            break;
         }
         memcpy(tmp, pl, (size_t)ll);
         memcpy(tmp + ll, pr, (size_t)lr);
@@ -557,15 +543,6 @@ MtStatus mt_bpe_train(const unsigned char *const *texts, const int64_t *lens, in
         out->duplicates += id >= 0;
         if (id < 0 && (s = mt_bpe_add(b, tmp, ll + lr, id = ntok++)) != MT_OK)
             break;
-        if (nmerge == capmerge) {
-            capmerge = capmerge ? 2 * capmerge : 1024;
-            void *m = realloc(merges, sizeof *merges * (size_t)capmerge);
-            if (!m) {
-                s = mt_error(MT_ENOMEM, "out of memory");
-                break;
-            }
-            merges = m;
-        }
         merges[nmerge][0] = l;
         merges[nmerge][1] = r;
         merges[nmerge++][2] = id;
