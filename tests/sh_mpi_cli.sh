@@ -15,14 +15,14 @@ run="--data $T/data $m --seq-len 32 --batch-size 8 --steps 4 --warmup 1 --lr 3e-
      --threads 1"
 
 # default micro-batch under --dp
-train dp1 $run --micro-batch-size 4
+train dp1 $run --micro-batch-size 4 --accum-blocks 2 # as dp 2 sums: one block per rank
 train dp2 $run --dp 2
 grep -q "micro-batch 4)" "$T/dp2.out" && pass || fail "--dp 2 --batch-size 8: want micro-batch 4: $(grep batch "$T/dp2.out")"
 same_run "--dp 2 with the default micro-batch" "$T/dp1" "$T/dp2"
 expect_bad_input "batch not splitting over --dp" $MT_BIN train --data "$T/data" $m --batch-size 5 --dp 2
 
 # --resume with the model's own flags: accepted and the same run; a conflict quotes both values
-train half $run --micro-batch-size 4 --exit-interval 2
+train half $run --micro-batch-size 4 --accum-blocks 2 --exit-interval 2
 cp "$T/half.jsonl" "$T/res.jsonl"
 resume "$T/half" "$T/res.jsonl" "$T/res" $m --vocab 256 --context 32
 same_resumed "resume with the checkpoint's model flags" "$T/dp1" "$T/res.jsonl" "$T/res" 4

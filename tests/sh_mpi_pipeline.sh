@@ -112,14 +112,16 @@ check_rank() { # schedule P M V L recompute rank line chunk-peaks tied-head ("nh
         stash = s == "zb" ? NC * (11 * blocks(st) + (st == S - 1) + (st == 0)) : 0
         want += n * (set + stash)
       }
-      # the last rank: nh micro-batches awaiting their rows keep their dlogits and ln_f
-      # output, or their ln_f output and one row block of logits to recompute them (pipe_head)
+      # the last rank, with blocks of one micro-batch: nh awaiting their rows keep their
+      # dlogits and ln_f output, or their ln_f output and one row block of logits to
+      # recompute them (pipe_head); at the default (one block) it sums them as they come
       split(tied, hd, " ")
       if (r == P - 1 && hd[2] == "operands") want += hd[1] * N * (VOC + C)
       if (r == P - 1 && hd[2] == "ln_f") want += hd[1] * NC + C * VOC + C
       want *= 4
       # bytes on the pp and embed groups: activations and their gradients to the neighbours,
-      # the embedding rows (first stage) and the final wte gradient (last), the norm block sums
+      # the embedding rows (first stage: the step is one block, its distinct tokens at most
+      # min(V, M N), x C) and the final wte gradient (last), the norm block sums
       K = 0
       for (q = 0; q < P; q++) {
         b = 0
@@ -133,7 +135,8 @@ check_rank() { # schedule P M V L recompute rank line chunk-peaks tied-head ("nh
       K++
       sends = 0
       for (c = 0; c < V; c++) { st = c * P + r; sends += (st < S - 1) + (st > 0) }
-      wantpp = 4 * NC * M * sends + (r == 0 ? 4 * NC * M : 0) + (r == P - 1 ? 4 * VOC * C : 0) + 8 * K * (P - 1)
+      rowsE = VOC < M * N ? VOC : M * N
+      wantpp = 4 * NC * M * sends + (r == 0 ? 4 * rowsE * C : 0) + (r == P - 1 ? 4 * VOC * C : 0) + 8 * K * (P - 1)
       if (act != want || pp != wantpp) { printf "activations %d want %d, pp bytes %d want %d", act, want, pp, wantpp; exit }
       printf "ok"
     }'
@@ -151,7 +154,7 @@ for cfg in "naive 2 none" "gpipe 2 none" "1f1b 2 none" "1f1b 4 none" "1f1b 4 att
   line=$(tail -1 "$T/mem.jsonl")
   plan=$($MT_BIN schedule --pp $P --microbatches 8 --schedule $s --virtual-stages $V | grep "^peak")
   head=$($MT_BIN train $mem --pp $P --schedule $s --virtual-stages $V --recompute $rc --plan \
-         | sed -n 's/.*tied head: \([0-9]*\) micro-batch.*their \(operands\|ln_f\).*/\1 \2/p')
+         | sed -n 's/.*tied head: \([0-9]*\) blocks\? of 1 micro-batch.*their \(operands\|ln_f\).*/\1 \2/p')
   for ((r = 0; r < P; r++)); do
     peaks=$(echo "$plan" | { grep -o "(chunks [0-9 ]*)" || true; } | sed -n "$((r + 1))p" | tr -d '()' | sed 's/chunks //')
     verdict=$(check_rank $s $P 8 $V 4 $rc $r "$(field "$line" activations $((r + 1)))" "$(field "$line" pp $((r + 1)))" "$peaks" "$head")

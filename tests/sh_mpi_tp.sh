@@ -113,8 +113,11 @@ for lay in "1 0" "2 0" "4 0" "2 1" "4 1"; do
         rows = sp ? n / N : n   # the residual stream rows a rank holds
         # a rank slices: wte (Vp/N rows), c_attn and c_fc columns, the c_proj rows
         P = Vp / N * C + T * C + L * (6 * C + 12 * C * C / N + 7 * C / N) + 2 * C
-        # one tree buffer for M = 2 micro-batches
-        wp = 4 * P; wg = 8 * P; wo = 8 * P
+        # M = 2 micro-batches in one block: the sum, the second leaf unit by unit (the
+        # embedding unit buffer and a block one) and the embedding rows of the block (its distinct
+        # tokens, at most M n or the Vp/N of the rank, x C)
+        er = Vp / N < M * n ? Vp / N : M * n
+        wp = 4 * P; wg = 4 * (P + Vp / N * C + T * C + 6 * C + 12 * C * C / N + 7 * C / N + er * C); wo = 8 * P
         # a layer (Korthikanti et al. adapted: fp32, no dropout masks, the LayerNorm outputs
         # kept gathered): ln1 and ln2 (n C), res2 and res3 (rows C), four row statistics
         # (rows), qkv, atty, the heads rows log-sum-exp, fch and its GELU (the share of the rank)

@@ -83,13 +83,14 @@ for n in 1 2 4 8; do
         work = 4 * (pad(u0) + pad(uh) + 2 * pad(ub)) # unit buffers: embedding, head, two blocks
         # exact accounting, per category, in padded units
         ep = (z == 3 ? 4 * sh + work : 4 * P)
-        eg = (z >= 2 ? 4 * sh + work : 4 * P + (z == 1 ? 4 * max(max(pad(u0), pad(ub)), pad(uh)) / N : 0))
+        er = 4 * (V < S ? V : S) * C                 # the embedding rows of a block (one micro-batch)
+        eg = (z >= 2 ? 4 * sh + work : 4 * P + (z == 1 ? 4 * max(max(pad(u0), pad(ub)), pad(uh)) / N : 0)) + er
         eo = (z >= 1 ? 8 * sh : 8 * P)
-        if (N == 1) { ep = 4 * psi; eg = 4 * psi; eo = 8 * psi }   # one rank: the plain trainer
+        if (N == 1) { ep = 4 * psi; eg = 4 * psi + er; eo = 8 * psi }   # one rank: the plain trainer
         if (p != ep || g != eg || o != eo) { printf "mem %d/%d/%d, want %d/%d/%d", p, g, o, ep, eg, eo; exit }
         # the ZeRO formulas on the true size, within 5%, plus the working buffers
         F = (z == 0 ? 16 * psi : z == 1 ? 8 * psi + 8 * psi / N : z == 2 ? 4 * psi + 12 * psi / N : 16 * psi / N)
-        Tr = (N == 1 ? 0 : z == 1 ? 4 * max(max(pad(u0), pad(ub)), pad(uh)) / N : z == 2 ? work : z == 3 ? 2 * work : 0)
+        Tr = er + (N == 1 ? 0 : z == 1 ? 4 * max(max(pad(u0), pad(ub)), pad(uh)) / N : z == 2 ? work : z == 3 ? 2 * work : 0)
         if (p + g + o > 1.05 * F + Tr || p + g + o < 0.95 * F) { printf "p+g+o %d outside 16psi-formula %d (+%d)", p + g + o, F, Tr; exit }
         # bytes sent per step: gradient all-reduce 2(N-1)/N; reduce-scatter and all-gather (N-1)/N each;
         # FSDP gathers every unit in the forward and the blocks again in the backward; the

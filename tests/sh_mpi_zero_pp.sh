@@ -62,9 +62,10 @@ emb=$(pad $(( 256 * 32 + 16 * 32 ))) blk=$(pad $(( 12 * 32 * 32 + 13 * 32 )))
 stage=$(( emb + 2 * blk )) shard=$(( (emb + 2 * blk) / 2 ))
 field() { sed -n 2p "$1" | grep -o "\"$2\": [0-9]*" | sed -n "${3}p" | cut -d' ' -f2; }
 M=4 depth=2 # a copy's micro-batches, ceil(log2 M)
-want_g=$(( 4 * (stage + shard * (1 + depth)) ))
+rows=$(( 16 * 32 )) # a micro-batch's embedding rows (16 tokens x C), summed per token for the last stage
+want_g=$(( 4 * (stage + shard * (1 + depth) + rows) ))
 [ "$(field "$T/z2v.jsonl" grads 1)" = $want_g ] && pass \
-  || fail "ZeRO-2 x pp stage 0 gradient bytes $(field "$T/z2v.jsonl" grads 1), want $want_g (leaf + $((1 + depth)) shards)"
+  || fail "ZeRO-2 x pp stage 0 gradient bytes $(field "$T/z2v.jsonl" grads 1), want $want_g (leaf + $((1 + depth)) shards + rows)"
 want_p=$(( 4 * (shard + emb + 2 * blk) ))
 [ "$(field "$T/z3v.jsonl" params 1)" = $want_p ] && [ "$(field "$T/z3v.jsonl" grads 1)" = $want_g ] && pass \
   || fail "FSDP x pp stage 0 parameter bytes $(field "$T/z3v.jsonl" params 1), want $want_p (shard + slots)"

@@ -104,9 +104,18 @@ static void exhaustive(void)
                         CHECK(sum >= res.peak_sets[r] && (V > 1 || sum == res.peak_sets[r]),
                               "%s P%d M%d V%d rank %d: chunk peaks %d vs %d", nm, P, M, V, r, sum, res.peak_sets[r]);
                     }
-                    int pw = mt_schedule_peak_wte(&s, L.l[P - 1], L.n[P - 1]);
+                    int pw = mt_schedule_peak_wte(&s, L.l[P - 1], L.n[P - 1], 1);
                     CHECK(pw == res.peak_wte && (P == 1 ? pw == 0 : pw >= 1 && pw <= (P * V < M ? P * V : M) + 1),
                           "%s P%d M%d V%d: %d head gradients await their rows (sim %d)", nm, P, M, V, pw, res.peak_wte);
+                    /* blocks of B micro-batches: never more blocks than single micro-batches in
+                     * flight, and one block per step is one slot */
+                    for (int B = 2; B <= M; B++) {
+                        if (M % B)
+                            continue;
+                        int pb = mt_schedule_peak_wte(&s, L.l[P - 1], L.n[P - 1], B);
+                        CHECK(P == 1 ? pb == 0 : pb >= 1 && pb <= pw && (B < M || pb == 1),
+                              "%s P%d M%d V%d: %d blocks of %d await their rows (%d single)", nm, P, M, V, pb, B, pw);
+                    }
                     if (pw > worst_wte)
                         worst_wte = pw;
                     /* zb beats 1F1B whenever there is a bubble to fill */
@@ -209,14 +218,16 @@ static void tree_plan(void)
         float x[300], buf[16];
         for (int i = 0; i < M; i++)
             x[i] = (float)((i * 2654435761u % 1000003u) * 1e-3) * (i % 3 ? 1.0f : 1e-4f);
-        MtTreeStep steps[600];
-        int n = mt_tree_plan(M, steps), leaves = 0, maxbuf = 0, ok = 1;
+        MtTreeStep steps[900];
+        int n = mt_tree_plan(M, steps), leaves = 0, maxbuf = 0, ok = n <= mt_tree_plan_max(M);
         for (int i = 0; i < n; i++) {
             MtTreeStep *st = &steps[i];
             maxbuf = st->buf > maxbuf ? st->buf : maxbuf;
             if (st->leaf >= 0) {
                 ok &= st->leaf == leaves++;
                 buf[st->buf] = x[st->leaf];
+            } else if (st->leaf == MT_TREE_END) { /* blocks of one: right after its leaf, in its buffer */
+                ok &= st->src == leaves - 1 && steps[i - 1].leaf == st->src && steps[i - 1].buf == st->buf;
             } else {
                 buf[st->buf] += buf[st->src];
             }
@@ -228,7 +239,8 @@ static void tree_plan(void)
     }
 }
 
-/* the blocked order written as text: a block "((g0+g1)+g2)", the blocks as the tree */
+/* the blocked order written as text: a block "(((g0+g1)+g2)+e0)" (e: its end, where the
+ * embedding's rows join), the blocks as the tree */
 static void blocks_text(int lo, int hi, int B, char *out) /* out: 2040 bytes, or 4096 at the top */
 {
     if (hi - lo == B) {
@@ -238,6 +250,8 @@ static void blocks_text(int lo, int hi, int B, char *out) /* out: 2040 bytes, or
             snprintf(t, sizeof t, "(%.1990s+g%d)", out, k);
             strcpy(out, t);
         }
+        snprintf(t, sizeof t, "(%.1990s+e%d)", out, lo / B);
+        strcpy(out, t);
         return;
     }
     int mid = lo + (hi - lo) / B / 2 * B;
@@ -272,14 +286,17 @@ static void tree_plan_blocks(void)
                 continue;
             static char buf[12][4096];
             char want[4096], t[4096];
-            MtTreeStep steps[64];
-            int n = mt_tree_plan_blocks(M, B, steps), leaves = 0, maxbuf = 0, ok = n < 2 * M;
+            MtTreeStep steps[72];
+            int n = mt_tree_plan_blocks(M, B, steps), leaves = 0, maxbuf = 0, ok = n <= mt_tree_plan_max(M);
             for (int i = 0; i < n; i++) {
                 MtTreeStep *st = &steps[i];
                 maxbuf = st->buf > maxbuf ? st->buf : maxbuf;
                 if (st->leaf >= 0) {
                     ok &= st->leaf == leaves++;
                     sprintf(buf[st->buf], "g%d", st->leaf);
+                } else if (st->leaf == MT_TREE_END) {
+                    snprintf(t, sizeof t, "(%s+e%d)", buf[st->buf], st->src);
+                    strcpy(buf[st->buf], t);
                 } else {
                     snprintf(t, sizeof t, "(%s+%s)", buf[st->buf], buf[st->src]);
                     strcpy(buf[st->buf], t);

@@ -193,54 +193,136 @@ static void test_lr_schedule(void)
     CHECK_CLOSE(mt_lr_at(&oc, 20), 0.1, 1e-6, 0, "after the end");
 }
 
+/* The block's embedding rows: each token's row summed from zero in (micro-batch, position)
+ * order, tokens outside the slice [v0, v0 + Vl) left out, rows in the order tokens came,
+ * and applied only to the rows of the tokens seen. */
+static void test_embsum(void)
+{
+    MtMem mem;
+    mt_mem_init(&mem);
+    MtEmbSum es;
+    enum { C = 2 };
+    CHECK(mt_embsum_init(&es, &mem, 2, 5, C, 5, 4, MT_EMBSUM_OWN) == MT_OK, "init");
+    const int32_t t1[4] = {3, 9, 3, 2}, t2[4] = {6, 3, 0, 2};
+    const float r1[4 * C] = {1e8f, 1, 5, 5, -1e8f, 1, 7, -0.0f};
+    const float r2[4 * C] = {2, 2, 1, 1e8f, 9, 9, 0.5f, 0.25f};
+    mt_embsum_index(&es, t1, 4);
+    mt_embsum_add(&es, r1);
+    mt_embsum_index(&es, t2, 4);
+    mt_embsum_add(&es, r2);
+    CHECK(es.n == 3 && es.tok[0] == 3 && es.tok[1] == 2 && es.tok[2] == 6, "tokens %lld: %d %d %d", (long long)es.n,
+          es.tok[0], es.tok[1], es.tok[2]);
+    volatile float z = 0.0f;
+    float want[3 * C] = {((z + 1e8f) + -1e8f) + 1, ((z + 1) + 1) + 1e8f, (z + 7) + 0.5f, (z + -0.0f) + 0.25f,
+                         z + 2, z + 2};
+    CHECK(memcmp(es.rows, want, sizeof want) == 0, "rows %g %g %g %g %g %g", es.rows[0], es.rows[1], es.rows[2],
+          es.rows[3], es.rows[4], es.rows[5]);
+    float dwte[5 * C], before[5 * C];
+    for (int i = 0; i < 5 * C; i++)
+        dwte[i] = before[i] = i % 3 ? (float)i * 0.1f : -0.0f;
+    mt_embsum_apply(&es, NULL, dwte);
+    int ok = 1;
+    for (int v = 0; v < 5; v++)
+        for (int c = 0; c < C; c++) {
+            int j = v + 2 == 3 ? 0 : v + 2 == 2 ? 1 : v + 2 == 6 ? 2 : -1;
+            float w = j < 0 ? before[v * C + c] : before[v * C + c] + want[j * C + c];
+            ok &= memcmp(&dwte[v * C + c], &w, sizeof w) == 0;
+        }
+    CHECK(ok, "applied rows");
+    mt_embsum_reset(&es);
+    mt_embsum_index(&es, t2, 4);
+    CHECK(es.n == 3 && es.tok[0] == 6 && es.idx[2] == -1 && es.idx[1] == 1, "after reset: %lld tokens, first %d",
+          (long long)es.n, es.tok[0]);
+    mt_embsum_free(&es, &mem);
+    CHECK(mem.cur[MT_MEM_GRADS] == 0, "rows freed");
+}
+
+/* micro-batch k's gradient with wte's head part only; its embedding rows go to es (a
+ * block's sum, indexed here) */
+static float *head_leaf(MtTrainer *tr, int k, MtEmbSum *es, float *loss)
+{
+    float *g = calloc((size_t)tr->nfloats, sizeof(float));
+    MtWeights v;
+    mt_weights_view(&tr->tc.cfg, tr->table, g, &v);
+    v.fresh = 1;
+    v.esum = es;
+    *loss = mt_trainer_micro_grad_views(tr, k, &v, NULL);
+    return g;
+}
+
 /* Accumulation blocks written out by hand (M = 6): K = 1 left to right, K = 2 two blocks of
  * three, K = 3 three blocks of two (the tree over blocks: (b0) + ((b1) + (b2))), K = 6 the
- * plain tree; the gradient buffers the trainer holds are 1 + ceil(log2 K) + (B > 1); and a
- * DDP-like range of whole blocks is the subtree. */
+ * plain tree, each block's embedding rows added to its wte at its end; the gradient buffers
+ * the trainer holds are 1 + ceil(log2 K) + (B > 1); and a DDP-like range of whole blocks is
+ * the subtree. */
 static void test_accum_blocks(void)
 {
     enum { M = 6 };
     const int Ks[] = {1, 2, 3, 6};
     for (int q = 0; q < 4; q++) {
-        int K = Ks[q];
+        int K = Ks[q], B = M / K;
         MtTrainConfig tc = small_config(2 * M, 2);
         tc.accum_blocks = K;
         MtTrainer tr;
         CHECK(mt_trainer_init(&tr, &tc) == MT_OK, "init K %d", K);
         fill_batch(&tr);
         float loss = mt_trainer_forward_backward(&tr);
-        int64_t n = tr.nfloats;
-        float *g[M], l[M];
-        for (int k = 0; k < M; k++)
-            g[k] = leaf(&tr, k, &l[k]);
-        float *want = malloc(sizeof(float) * n), want_loss = 0;
-        for (int64_t i = 0; i < n; i++) {
-            float a0 = g[0][i], a1 = g[1][i], a2 = g[2][i], a3 = g[3][i], a4 = g[4][i], a5 = g[5][i];
-            want[i] = K == 1 ? ((((a0 + a1) + a2) + a3) + a4) + a5
-                    : K == 2 ? ((a0 + a1) + a2) + ((a3 + a4) + a5)
-                    : K == 3 ? (a0 + a1) + ((a2 + a3) + (a4 + a5))
-                             : (a0 + (a1 + a2)) + (a3 + (a4 + a5));
+        int64_t n = tr.nfloats, C = tc.cfg.C;
+        float *g[M], l[M], *b[M];
+        MtEmbSum es;
+        CHECK(mt_embsum_init(&es, &tr.mem, 0, tc.cfg.V, (int)C, tc.cfg.V, 2 * 11, MT_EMBSUM_OWN) == MT_OK, "embedding sum");
+        for (int k = 0; k < M; k++) /* the blocks: head parts left to right, then the rows */
+            g[k] = head_leaf(&tr, k, &es, &l[k]);
+        mt_embsum_reset(&es);
+        for (int j = 0; j < K; j++) {
+            b[j] = malloc(sizeof(float) * n);
+            for (int64_t i = 0; i < n; i++) {
+                float x = g[j * B][i];
+                for (int k = j * B + 1; k < (j + 1) * B; k++)
+                    x += g[k][i];
+                b[j][i] = x;
+            }
+            for (int k = j * B; k < (j + 1) * B; k++) { /* the block's rows, summed per token */
+                float *scratch = head_leaf(&tr, k, &es, &(float){0});
+                free(scratch);
+            }
+            for (int64_t r = 0; r < es.n; r++)
+                for (int64_t c = 0; c < C; c++)
+                    b[j][tr.table[0].offset + es.tok[r] * C + c] += es.rows[r * C + c];
+            mt_embsum_reset(&es);
         }
+        float *want = malloc(sizeof(float) * n), want_loss = 0;
+        for (int64_t i = 0; i < n; i++)
+            want[i] = K == 1 ? b[0][i]
+                    : K == 2 ? b[0][i] + b[1][i]
+                    : K == 3 ? b[0][i] + (b[1][i] + b[2][i])
+                             : (b[0][i] + (b[1][i] + b[2][i])) + (b[3][i] + (b[4][i] + b[5][i]));
         want_loss = K == 1 ? ((((l[0] + l[1]) + l[2]) + l[3]) + l[4]) + l[5]
                   : K == 2 ? ((l[0] + l[1]) + l[2]) + ((l[3] + l[4]) + l[5])
                   : K == 3 ? (l[0] + l[1]) + ((l[2] + l[3]) + (l[4] + l[5]))
                            : (l[0] + (l[1] + l[2])) + (l[3] + (l[4] + l[5]));
         CHECK(memcmp(want, tr.grads, sizeof(float) * n) == 0, "K=%d: the step gradient is not the blocks' order", K);
         CHECK(loss == want_loss, "K=%d: loss %.9g, by hand %.9g", K, loss, want_loss);
-        int B = M / K, depth = K == 1 ? 0 : K == 2 ? 1 : K == 3 ? 2 : 3;
-        CHECK(mt_accum_block_size(&tc) == B && tr.ntmp == depth && (tr.leafbuf != NULL) == (B > 1) &&
-              mt_accum_buffers(M, B) == depth + (B > 1), "K=%d: %d tree buffers, leaf buffer %d", K, tr.ntmp,
-              tr.leafbuf != NULL);
+        int depth = K == 1 ? 0 : K == 2 ? 1 : K == 3 ? 2 : 3;
+        CHECK(mt_accum_block_size(&tc) == B && tr.ntmp == depth && (tr.ubuf[0] != NULL) == (B > 1) &&
+              mt_accum_buffers(M, B) == depth + (B > 1), "K=%d: %d tree buffers, leaf buffers %d", K, tr.ntmp,
+              tr.ubuf[0] != NULL);
         if (K == 2) { /* the second block alone, as a rank of dp 2 sums it */
             mt_trainer_forward_backward_range(&tr, 3, 6);
-            int same = 1;
-            for (int64_t i = 0; i < n; i++)
-                same &= tr.grads[i] == (g[3][i] + g[4][i]) + g[5][i];
-            CHECK(same, "K=2: the range [3, 6) is not its block left to right");
+            CHECK(memcmp(tr.grads, b[1], sizeof(float) * n) == 0, "K=2: the range [3, 6) is not its block");
+        }
+        if (K == 1) { /* the rows matter: without them wte differs */
+            int differs = 0;
+            for (int64_t i = 0; i < tr.table[0].numel; i++)
+                differs |= tr.grads[i] != ((((g[0][i] + g[1][i]) + g[2][i]) + g[3][i]) + g[4][i]) + g[5][i];
+            CHECK(differs, "K=1: wte's gradient has no embedding rows");
         }
         for (int k = 0; k < M; k++)
             free(g[k]);
+        for (int j = 0; j < K; j++)
+            free(b[j]);
         free(want);
+        mt_embsum_free(&es, &tr.mem);
         mt_trainer_free(&tr);
     }
     MtTrainConfig bad = small_config(12, 2);
@@ -319,6 +401,7 @@ int main(void)
     test_lr_schedule();
     test_threads_same_bits();
     test_eval_layout_free();
+    test_embsum();
     test_accum_blocks();
     return mt_test_done("test_train");
 }

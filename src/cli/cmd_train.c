@@ -648,12 +648,14 @@ int mt_cmd_train(int full_argc, char **full_argv)
                    "pp %lld bytes per step", r, (long long)b[MT_MEM_PARAMS], (long long)b[MT_MEM_GRADS],
                    (long long)b[MT_MEM_OPTIM], (long long)b[MT_MEM_ACTS], (long long)cb[0], (long long)cb[1],
                    (long long)cb[2]);
+            int B = mt_accum_block_size(&tc);
             if (nh > 0) /* the last stage's tied head (docs/parallelism.md) */
-                printf("; tied head: %d micro-batch%s await%s their rows, %s", nh, nh > 1 ? "es" : "", nh > 1 ? "" : "s",
+                printf("; tied head: %d block%s of %d micro-batch%s await%s their rows, %s", nh, nh > 1 ? "s" : "", B,
+                       B > 1 ? "es" : "", nh > 1 ? "" : "s",
                        defer == MT_PIPE_HEAD_KEEP   ? "their operands kept (H_k computed when the rows arrive)"
                        : defer == MT_PIPE_HEAD_REDO ? "their ln_f outputs kept (H_k recomputed when the rows arrive)"
-                                                    : "each as its H_k");
-            if (nh > 1 && defer == MT_PIPE_HEAD_SLOTS) { /* what --head-recompute would hold instead */
+                                                    : "each as its head sum");
+            if (nh > 1 && B == 1 && defer == MT_PIPE_HEAD_SLOTS) { /* what --head-recompute would hold instead */
                 MtEngineLayout alt = pl;
                 int64_t b2[MT_MEM_NCAT];
                 alt.po.head_recompute = 1;

@@ -109,6 +109,7 @@ void mt_weights_view(const MtConfig *cfg, const MtParam *t, float *base, MtWeigh
     w->lnfw = base + t[i++].offset;
     w->lnfb = base + t[i++].offset;
     w->fresh = 0;
+    w->esum = NULL;
 }
 
 void mt_weights_view_unit(const MtConfig *cfg, const MtParam *t, int nparams, int unit, float *base,
@@ -456,13 +457,16 @@ void mt_model_block_backward(const MtConfig *cfg, const MtWeights *w, const MtWe
     block_backward(cfg, &w->h[l], &g->h[l], a, l, x, !g->fresh);
 }
 
-void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens)
+void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens,
+                             MtEmbSum *es)
 {
     if (a->tp) {
-        mt_tp_embed_backward(cfg, dwte, dwpe, a, tokens);
+        mt_tp_embed_backward(cfg, dwte, dwpe, a, tokens, es);
         return;
     }
-    mt_be()->encoder_backward(dwte, dwpe, a->dres, tokens, a->B, a->T, cfg->C);
+    if (es)
+        mt_embsum_add(es, a->dres);
+    mt_be()->encoder_backward(es ? NULL : dwte, dwpe, a->dres, tokens, a->B, a->T, cfg->C);
 }
 
 /* ---- backward split into the input gradient (B) and the weight gradient (W) ---- */
@@ -700,6 +704,10 @@ void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights 
         hook(h, MT_PARAMS_DONE, l + 1);
         hook(h, MT_GRADS_DONE, l + 1);
     }
-    mt_model_embed_backward(cfg, g->wte, g->wpe, a, tokens);
+    mt_model_embed_backward(cfg, g->wte, g->wpe, a, tokens, g->esum);
+    if (g->esum && g->esum->flush) { /* a block of one micro-batch: its rows join wte now */
+        mt_embsum_apply(g->esum, NULL, g->wte);
+        mt_embsum_reset(g->esum);
+    }
     hook(h, MT_GRADS_DONE, 0);
 }

@@ -60,7 +60,52 @@ typedef struct {
      * (the same bits as adding to zeros).  wte and wpe, which several rows reach, always
      * add.  mt_weights_view clears it. */
     int fresh;
+    /* As gradient views: where the embedding's token rows go (NULL: added into wte).
+     * mt_weights_view clears it. */
+    struct MtEmbSum *esum;
 } MtWeights;
+
+/* The token embedding's gradient of an accumulation block (mt_accum.h), apart from the LM
+ * head's part.  The tied wte's gradient of a block is the head's part summed over the
+ * block's micro-batches as every other gradient, then these rows added once:
+ *   - every row reaching the embedding's output is added to its token's row of a compact
+ *     table, micro-batch after micro-batch, position after position, each row starting
+ *     from zero (mt_embsum_index, mt_embsum_add);
+ *   - at the block's end each token's row is added to the block's wte gradient
+ *     (mt_embsum_apply), and the table is emptied (mt_embsum_reset).
+ * That is how a pipeline sums it with the head on its last rank and the embedding on its
+ * first (Megatron's two copies of the tied weight, added once per block rather than once
+ * per step), and every layout sums it so.  A table holds tokens [v0, v0 + Vl) only (a
+ * tensor-parallel rank's vocabulary rows); its rows are in the order tokens first came.
+ * Memory: cap x C floats (gradients), cap = the block's tokens, at most Vl
+ * (mt_embsum_cap): at most one wte. */
+typedef struct MtEmbSum {
+    int64_t v0, Vl, cap, N; /* vocabulary rows held; most distinct tokens; most positions per index */
+    int C;
+    int64_t n;              /* distinct tokens so far */
+    int32_t *slot;          /* Vl: token - v0 -> its row, or -1 */
+    int32_t *tok, *dtok;    /* cap: row -> token (host; device) */
+    int32_t *idx, *didx;    /* the last indexed micro-batch: position -> row or -1 (host; device) */
+    int64_t nidx;
+    float *rows;            /* cap x C (device), or NULL: a table of tokens only */
+    int own;                /* rows allocated here (else lent by the caller, who frees them) */
+    int flush;              /* the executor's blocks are single micro-batches: the model applies and
+                             * resets it at the end of each backward (mt_model_backward) */
+} MtEmbSum;
+int64_t mt_embsum_cap(int64_t Vl, int64_t block_tokens);
+/* rows: MT_EMBSUM_OWN allocates the cap x C rows (MT_MEM_GRADS from mem); MT_EMBSUM_TOKENS
+ * holds none: a table of tokens only (what a receiver of the rows needs to apply them), or
+ * one whose caller sets e->rows to floats it lends.  MT_ENOMEM on failure (nothing held). */
+enum { MT_EMBSUM_TOKENS, MT_EMBSUM_OWN };
+MtStatus mt_embsum_init(MtEmbSum *e, MtMem *mem, int64_t v0, int64_t Vl, int C, int64_t cap, int64_t N, int rows);
+void mt_embsum_free(MtEmbSum *e, MtMem *mem);
+/* The next micro-batch's N tokens (host): new tokens get rows (zeroed), positions their row. */
+void mt_embsum_index(MtEmbSum *e, const int32_t *tokens, int64_t N);
+/* Adds the indexed micro-batch's rows (N x C, device) to their tokens' rows, in position order. */
+void mt_embsum_add(MtEmbSum *e, const float *drows);
+/* dwte (Vl x C) += each token's row: of rows (n x C, received) or, NULL, of the table's own. */
+void mt_embsum_apply(MtEmbSum *e, const float *rows, float *dwte);
+void mt_embsum_reset(MtEmbSum *e);
 
 /* Checks the configuration; MT_EINPUT with one line naming the problem. */
 MtStatus mt_config_check(const MtConfig *cfg);
@@ -194,7 +239,9 @@ void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWei
                             const float *x);
 void mt_model_block_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a, int l,
                              const float *x);
-void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens);
+/* embed_backward: with es (indexed for these tokens) the token rows go to it instead of dwte */
+void mt_model_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens,
+                             MtEmbSum *es);
 
 /* Backward split in two halves (zero-bubble schedules), together the same bits as the
  * passes above: *_input computes the gradient of the input (a->dres) and stashes what the

@@ -119,7 +119,8 @@ double mt_tp_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, co
 void mt_tp_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights *g, MtActs *a, const float *x);
 void mt_tp_block_backward(const MtConfig *cfg, const MtBlockWeights *w, const MtBlockWeights *g, MtActs *a, int l,
                           const float *x, int add);
-void mt_tp_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens);
+void mt_tp_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens,
+                          MtEmbSum *es);
 /* The split backward of zero-bubble schedules (mt_model.h's _input / _weight): the bits of
  * mt_tp_block_backward and mt_tp_head_backward.  With sequence parallelism W sums the
  * replicated gradients over the group (a collective). */

@@ -290,12 +290,15 @@ void mt_tp_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeight
     POLL(a);
 }
 
-void mt_tp_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens)
+void mt_tp_embed_backward(const MtConfig *cfg, float *dwte, float *dwpe, MtActs *a, const int32_t *tokens,
+                          MtEmbSum *es)
 {
     int N = a->B * a->T, C = cfg->C;
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     const float *d = all_rows(a, &lo, C); /* this rank's vocabulary rows see every token */
-    if (dwte)
+    if (es) /* indexed for this rank's vocabulary rows */
+        mt_embsum_add(es, d);
+    else if (dwte)
         mt_be()->tp_embed_backward_rows(dwte, d, tokens, lo.v0, lo.Vl, N, C);
     mt_be()->encoder_backward(NULL, dwpe, d, tokens, a->B, a->T, C); /* wpe (replicated) as on one device */
 }

@@ -12,17 +12,22 @@
  *  - each stage accumulates its micro-batch gradients in the accumulation order (the plan of
  *    mt_accum.h: K blocks, each left to right, the blocks as a pairwise tree), leaves in
  *    micro-batch order, each leaf computed into a zeroed buffer as one device computes it;
- *  - the tied embedding: the last rank holds a replica of wte.  It computes each
- *    micro-batch's LM-head part H_k, receives the first stage's gradient rows of k
- *    (SEND_E / E) and adds them to H_k row by row, as one device does; those leaves are
- *    summed by the same plan (a block's later ones straight from their H slot).  Up to
- *    nh micro-batches await their rows at once.  With nh >= 2 the rank keeps, instead of
- *    nh H_k, either their operands (dlogits and ln_f output, mt_model_head_keep_floats)
- *    where those take fewer bytes, or only ln_f's output and recomputes their logits at E
- *    (one more logits product): MT_PIPE_HEAD_* below, pipe_head in pipe_internal.h.  H_k
- *    is then computed at its E into one H slot ( the same products, the same bits), so its gradients stay at 2x its parameters
- *    plus that slot; at the end of the step the final wte gradient goes to the first stage
- *    (embed group), so both copies see the same gradient and take the same AdamW step;
+ *  - the tied embedding: the last rank holds a replica of wte.  It sums each
+ *    accumulation block's LM-head parts H_k in a slot as they come (the first assigned,
+ *    each later one computed apart and added); the first stage sums the block's
+ *    embedding rows per token (MtEmbSum, mt_model.h) and sends them once, after the
+ *    block's last backward (SEND_E: the block's distinct tokens, at most the rank's rows
+ *    of wte, x C floats); at E the last rank adds them to the slot, and the block joins
+ *    the wte tree over the copy's blocks: the order of mt_accum.h, as one device sums it.
+ *    Up to nh blocks await their rows at once: one at the default, where each copy of
+ *    the pipeline is one block (and its slot is the tree's result).  With blocks of one
+ *    micro-batch and nh >= 2 the rank keeps, instead of nh H_k, either their operands
+ *    (dlogits and ln_f output, mt_model_head_keep_floats) where those take fewer bytes, or
+ *    only ln_f's output and recomputes their logits at E (one more logits product):
+ *    MT_PIPE_HEAD_* below, pipe_head in pipe_internal.h; H_k is then computed at its E
+ *    into one slot (the same products, the same bits).  At the end of the step the final
+ *    wte gradient goes to the first stage (embed group), so both copies see the same
+ *    gradient and take the same AdamW step;
  *  - the gradient norm: every rank's 512-float block sums are all-gathered over the pp
  *    group and added unit by unit, blocks in order: the single-device order.  The step's
  *    loss (the tree over the last stage's micro-batch losses) rides along.
@@ -35,8 +40,9 @@
  * Memory per rank: its stages' parameters, gradients (one buffer plus ceil(log2 M) tree
  * temporaries), moments (ZeRO over copies: see MtPipeOptions); the activation sets of each chunk, as many as its list holds at
  * once (mt_schedule_peak_sets), plus one layer's backward scratch; on the last rank the
- * wte replica, its moments, its tree and the H_k awaiting their rows
- * (mt_schedule_peak_wte); landing and send buffers (category other).
+ * wte replica, its moments, its tree and the blocks' head sums awaiting their rows
+ * (mt_schedule_peak_wte); on the first the block's embedding rows; landing and send
+ * buffers (category other).
  */
 #ifndef MT_PIPELINE_H
 #define MT_PIPELINE_H
@@ -129,16 +135,24 @@ typedef struct {
     float **sendb;
     MtRequest **send_req;
     int nsend, send_next;
-    /* the last rank's tied embedding */
+    /* the tied embedding (pipe_head.c): accumulation blocks of blk micro-batches */
+    int blk;
+    int64_t ecap;                       /* floats of a block's embedding rows as they travel */
+    MtEmbSum esum;                      /* first rank: the block's rows; last rank: its tokens only */
+    float *esend;                       /* first rank: the rows on their way (SEND_E) */
+    MtRequest *esend_req;
+    /* the last rank: the wte replica, its tree over the copy's blocks, the blocks' head sums */
     float *wte, *wte_m, *wte_v, *wbuf[MT_MAX_TREE + 1];
     int nwbuf;
+    MtTreeStep *wplan;
+    int nwplan;
     float **hslot, **eland;
+    float *hleaf;                       /* a block's later micro-batch's head part, then added (blk > 1) */
     float **keep;                       /* KEEP, REDO: per awaiting micro-batch, what H_k needs */
     float *redo;                        /* REDO: one row block's logits (mt_model_head_redo_floats) */
     MtRequest **ereq;
-    int *h_mb, *e_posted, nh, wtstep, e_next, e_due;
+    int *h_mb, *e_posted, nh, wtstep, e_next, e_due; /* h_mb: the block each slot sums, or -1 */
     int defer;                          /* MT_PIPE_HEAD_*: KEEP and REDO compute H_k at its E (one H slot) */
-    float *erows;                       /* sequence parallelism, first rank: the embedding's rows for SEND_E */
     float *leaf_loss;
     float loss;                         /* the last rank's: the step's (over the copies) */
     double *block_sums;                 /* (max_blocks + 1) x P */

@@ -19,15 +19,16 @@
  * that needs it, so the transfer overlaps that compute.  Text form: "<stage><kind><mb>",
  * e.g. 2F0 (stage 2, forward, micro-batch 0), 1W3, 0SEND_F1.
  *
- * The tied embedding.  One device sums micro-batch k's token-embedding gradient as the LM
- * head's part H_k (a product) followed by the embedding's rows (the gradient reaching the
- * embedding's output, added row by row).  With P > 1 the last stage computes H_k and the
- * first stage the rows, so the first stage sends those rows (SEND_E after its backward of
- * k: micro x T x C floats, like an activation) and the last rank completes the leaf (E k:
- * adds the rows to H_k, then the leaf joins its gradient tree), in the single-device order.
+ * The tied embedding.  wte's gradient of an accumulation block is the LM head's part
+ * summed over the block's micro-batches, plus the rows reaching the embedding's output
+ * summed per token over the block (MtEmbSum, mt_model.h).  With P > 1 the last stage
+ * computes the head's part and the first stage the rows, so the list has, for every
+ * micro-batch k, SEND_E after the first stage's backward of k, RECV_E on the last rank
+ * after its H_k, and E k on the last rank; the executor moves the rows only at a block's
+ * last micro-batch (the block's sum), and E of that micro-batch completes the block.
  * E k sits in the last rank's list before the first compute action that starts after the
  * rows were sent in the unit-cost simulation: dependencies never form a cycle through it,
- * and the H_k waiting for their rows (peak_wte) stay few.
+ * and the blocks waiting for their rows (peak_wte) stay few.
  *
  * Every schedule runs the backward passes of each stage in micro-batch order (and W in
  * micro-batch order), so a stage's gradient can be accumulated as the canonical pairwise
@@ -89,10 +90,11 @@ int mt_schedule_max_actions(const MtSchedule *s);
 /* Writes rank's actions into out (capacity mt_schedule_max_actions) and returns their count. */
 int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out);
 /* The most micro-batch activation sets of chunk c (stage c P + rank) that rank's list
- * holds at once (F takes one; B, or W when split, returns it), and the most H_k the last
- * rank holds awaiting E (0 elsewhere): what the executor allocates. */
+ * holds at once (F takes one; B, or W when split, returns it), and the most accumulation
+ * blocks of B micro-batches whose head sums the last rank holds at once, from the H of a
+ * block's first micro-batch to the E of its last (0 elsewhere): what the executor allocates. */
 int mt_schedule_peak_sets(const MtSchedule *s, const MtAction *list, int n, int chunk);
-int mt_schedule_peak_wte(const MtSchedule *s, const MtAction *list, int n);
+int mt_schedule_peak_wte(const MtSchedule *s, const MtAction *list, int n, int B);
 /* "2F0", "0SEND_F1" into buf (>= 40 bytes); returns buf. */
 const char *mt_action_str(const MtAction *a, char *buf);
 

@@ -1,7 +1,7 @@
 /* pipe_internal.h - what the files of the pipeline share; not an interface for other modules
  * (theirs is mt_pipeline.h).
  *   pipeline.c    the executor: transfers, compute, the step
- *   pipe_head.c   the tied embedding on the last rank
+ *   pipe_head.c   the tied embedding: the block's rows on the first rank, its sums on the last
  *   pipe_setup.c  the stage's layout, configuration, allocation and release
  *   pipe_zero.c   ZeRO and FSDP over the copies of the pipeline
  *   pipe_io.c     evaluation, checkpoint pieces and loads
@@ -24,8 +24,9 @@ static inline int slot_of(const MtPipe *p, int u) { return unit_slot(p->tr->tc.c
 /* floats of a micro-batch's residual stream on this rank (what crosses a stage boundary:
  * with sequence parallelism a tp rank's rows), and of all its rows (the embedding's rows
  * that go from the first stage to the last) */
-/* How the last rank holds the head's part of wte's gradient for its nh micro-batches
- * awaiting their embedding rows (mt_pipeline.h), whichever holds the fewest floats of:
+/* How the last rank holds the head's part of wte's gradient for its nh blocks awaiting
+ * their embedding rows (mt_pipeline.h).  Blocks of several micro-batches: SLOTS (each
+ * block's running sum).  Blocks of one, whichever holds the fewest floats of:
  *   SLOTS  each its H_k, computed in its backward (nh slots of VC floats);
  *   KEEP   each its dlogits and ln_f output (keep floats), H_k computed at its E into one
  *          slot;
@@ -44,7 +45,7 @@ static inline PipeHead pipe_head(const MtTrainConfig *tc, const MtPipeOptions *o
     PipeHead keep = {MT_PIPE_HEAD_KEEP, mt_model_head_keep_floats(&tc->cfg, tc->tp, tc->micro, tc->seq), 0};
     PipeHead redo = {MT_PIPE_HEAD_REDO, mt_model_head_inputs_floats(&tc->cfg, tc->tp, tc->micro, tc->seq),
                      mt_model_head_redo_floats(&tc->cfg, tc->tp, tc->micro, tc->seq)};
-    if (nh <= 1)
+    if (nh <= 1 || mt_accum_block_size(tc) > 1)
         return slots;
     int64_t fk = nh * keep.keep + VC, fr = nh * redo.keep + redo.scratch + VC;
     if (o->head_recompute)
@@ -52,6 +53,16 @@ static inline PipeHead pipe_head(const MtTrainConfig *tc, const MtPipeOptions *o
     return fk < nh * VC ? keep : slots;
 }
 static inline int64_t erows(const MtPipe *p) { return (int64_t)p->tr->tc.micro * p->tr->tc.seq * p->tr->tc.cfg.C; }
+/* Whether the first rank's block of embedding rows (cap x C <= its wte) lives in its leaf
+ * buffer's wte span, which no leaf of the first stage writes (its wte gradient comes whole
+ * from the last rank): blocks of several micro-batches without round-robin, where that
+ * buffer exists; else the rows are allocated (at most a micro-batch's tokens x C). */
+static inline int pipe_lends_esum(int blk, int round_robin) { return blk > 1 && !round_robin; }
+/* the step's host tokens of micro-batch mb (what an embedding sum is indexed with) */
+static inline const int32_t *host_tokens_of(const MtPipe *p, int mb)
+{
+    return p->tr->host_inputs + (int64_t)mb * p->tr->tc.micro * p->tr->tc.seq;
+}
 static inline int64_t rows(const MtPipe *p)
 {
     const MtTpCtx *tp = p->tr->tc.tp;
@@ -122,8 +133,19 @@ void pipe_poll(void *ctx);
 /* ---- pipe_head.c ---- */
 /* completes the due E in micro-batch order (waits for the first `wait` of them) */
 void pipe_poll_e(MtPipe *p, int wait);
-/* a head slot for micro-batch mb (waiting on due E while none is free) */
-int pipe_take_hslot(MtPipe *p, int mb);
+/* a head slot for block bl (waiting on due E while none is free) */
+int pipe_take_hslot(MtPipe *p, int bl);
+/* the slot that sums block bl */
+int pipe_hslot_of(const MtPipe *p, int bl);
+/* the last rank's head part of micro-batch mb: where its backward writes it (the block's
+ * slot, or the leaf buffer), and its addition to the slot after */
+float *pipe_head_begin(MtPipe *p, int mb);
+void pipe_head_end(MtPipe *p, int mb);
+/* first rank: the block's sum indexed for micro-batch mb (its rows are added next); SEND_E of mb */
+void pipe_embed_index(MtPipe *p, int mb);
+void pipe_send_e(MtPipe *p, int mb);
+/* last rank: RECV_E of mb */
+void pipe_recv_e(MtPipe *p, int mb);
 /* KEEP, REDO: keeps what micro-batch mb's H_k needs at its E */
 void pipe_keep_head(MtPipe *p, const MtActs *s, int mb);
 

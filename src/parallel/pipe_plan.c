@@ -15,7 +15,7 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
     MtSchedule s = {o->kind, P, o->M, o->V};
     MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
     MT_ASSERT(list, "out of memory");
-    int n = mt_schedule_build(&s, rank, list), nh = mt_schedule_peak_wte(&s, list, n);
+    int B = mt_accum_block_size(tc), n = mt_schedule_build(&s, rank, list), nh = mt_schedule_peak_wte(&s, list, n, B);
     /* activations: the backward scratch, and per chunk the sets its list holds at once
      * (each with its stash for W in a split schedule), as mt_pipe_init allocates them */
     const MtConfig *cfg = &tc->cfg;
@@ -31,11 +31,14 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
         bytes[MT_MEM_ACTS] += 4 * (int64_t)sets * (mt_acts_floats_shape(cfg, tc->micro, tc->seq, tc->threads, &sh) + stash);
     }
     free(list);
-    if (rank == P - 1) { /* the wte replica, its moments, its tree and the H_k awaiting rows (or their operands) */
+    if (rank == 0 && !pipe_lends_esum(B, rrm)) /* the block's embedding rows, where the leaf buffer does not lend them */
+        bytes[MT_MEM_GRADS] += 4 * mt_trainer_esum_block_floats(tc);
+    if (rank == P - 1) { /* the wte replica, its moments, its tree over the blocks, their head sums (or operands) */
         PipeHead hd = pipe_head(tc, o, VC, nh);
+        int nb = o->M / B, slots = hd.mode ? 1 : nh;
         bytes[MT_MEM_PARAMS] += 4 * VC;
         bytes[MT_MEM_OPTIM] += 8 * VC;
-        bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - (mt_accum_block_size(tc) > 1) + (hd.mode ? 1 : nh)) * VC;
+        bytes[MT_MEM_GRADS] += 4 * (int64_t)(1 + mt_accum_depth(nb) + (nb == 1 ? 0 : slots) + (B > 1)) * VC;
         bytes[MT_MEM_ACTS] += 4 * (nh * hd.keep + hd.scratch);
     }
     if (S > 0) { /* the reduced gradient's chunks (round-robin: with the tree over rounds); FSDP's slots */
@@ -75,7 +78,7 @@ int mt_pipe_plan_head(const MtTrainConfig *tc, const MtPipeOptions *o, int P, in
     MtSchedule s = {o->kind, P, o->M, o->V};
     MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
     MT_ASSERT(list, "out of memory");
-    int nh = mt_schedule_peak_wte(&s, list, mt_schedule_build(&s, rank, list));
+    int nh = mt_schedule_peak_wte(&s, list, mt_schedule_build(&s, rank, list), mt_accum_block_size(tc));
     free(list);
     int64_t ulo[MT_MAX_UNITS], uhi[MT_MAX_UNITS], VC = mt_trainer_spans(tc, ulo, uhi);
     *defer = pipe_head(tc, o, VC, nh).mode;
@@ -150,11 +153,14 @@ void mt_pipe_plan_comm(const MtTrainConfig *tc, const MtPipeOptions *o, int P, i
     MT_ASSERT(list, "out of memory");
     int n = mt_schedule_build(&s, rank, list);
     bytes[0] = bytes[1] = bytes[2] = 0;
-    /* pp (with the embed group): activations and their gradients, the embedding's rows, the
-     * final wte gradient, the norm's block sums (with tp: per-tensor parts) and the loss */
+    /* pp (with the embed group): activations and their gradients, the embedding's rows (a
+     * block's at its last micro-batch), the final wte gradient, the norm's block sums (with
+     * tp: per-tensor parts) and the loss */
+    int B = mt_accum_block_size(tc);
     for (int i = 0; i < n; i++)
         bytes[2] += list[i].kind == MT_ACT_SEND_F || list[i].kind == MT_ACT_SEND_B ? 4 * rows
-                    : list[i].kind == MT_ACT_SEND_E                           ? 4 * erows : 0;
+                    : list[i].kind == MT_ACT_SEND_E && list[i].mb % B == B - 1 ? 4 * mt_trainer_esum_block_floats(tc)
+                                                                              : 0;
     if (rank == P - 1)
         bytes[2] += 4 * VC;
     int64_t most = 0, stage = 0, skip = 0; /* the most norm blocks a rank owns; this rank's floats */

@@ -133,8 +133,8 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     int M = o->M;
     int64_t VC = tr->table[0].numel; /* wte (a tp rank's vocabulary rows) */
     p->list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&p->sched));
-    p->plan = malloc(sizeof(MtTreeStep) * (size_t)(2 * M));
-    p->ltr = malloc(sizeof(MtTreeStep) * (size_t)(2 * M));
+    p->plan = malloc(sizeof(MtTreeStep) * (size_t)mt_tree_plan_max(M));
+    p->ltr = malloc(sizeof(MtTreeStep) * (size_t)mt_tree_plan_max(M));
     p->leaf_loss = calloc((size_t)M, sizeof(float));
     if (!p->list || !p->plan || !p->ltr || !p->leaf_loss)
         goto oom;
@@ -202,19 +202,40 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     for (int i = 1; i < p->ngbuf && !rr(p); i++)
         if (!(p->gbuf[i] = pipe_alloc(p, MT_MEM_GRADS, off)))
             goto oom;
-    /* the last rank's tied embedding: replica, moments, its tree, the H_k awaiting rows */
+    /* the tied embedding (pipe_head.c): the first rank's block of rows and their send buffer */
+    p->blk = mt_accum_block_size(tc);
+    p->ecap = mt_trainer_esum_block_floats(tc);
+    int64_t ntok = (int64_t)tc->micro * tc->seq;
+    if (p->rank == 0) { /* the rows live in the leaf buffer's wte span, which the first stage never uses */
+        int lend = pipe_lends_esum(p->blk, rr(p));
+        if (mt_embsum_init(&p->esum, &tr->mem, mt_trainer_vocab_first(tc), mt_trainer_vocab_rows(tc), cfg->C,
+                           p->ecap / cfg->C, ntok, lend ? MT_EMBSUM_TOKENS : MT_EMBSUM_OWN) != MT_OK ||
+            !(p->esend = pipe_alloc(p, MT_MEM_OTHER, p->ecap)))
+            goto oom;
+        MT_ASSERT(p->ch[0].embed && p->ch[0].skip >= p->ecap, "the first rank's first chunk holds the embedding");
+        if (lend)
+            p->esum.rows = p->gbuf[p->ngbuf - 1] + p->ch[0].loff;
+    }
+    /* the last rank: replica, moments, its tree over the blocks, the blocks' head sums */
     if (p->rank == p->P - 1) {
         if (!(p->wte = pipe_alloc(p, MT_MEM_PARAMS, VC)) || !(p->wte_m = pipe_alloc(p, MT_MEM_OPTIM, VC)) ||
             !(p->wte_v = pipe_alloc(p, MT_MEM_OPTIM, VC)))
             goto oom;
         mt_trainer_param_init(tr, 0, 0, VC, p->wte);
         p->w.wte = p->wte;
-        /* its tree's buffers; a block's later leaves are added from their H slot (no leaf buffer) */
-        p->nwbuf = p->ngbuf - (mt_accum_block_size(tc) > 1);
+        int nb = M / p->blk; /* the copy's blocks */
+        if (!(p->wplan = malloc(sizeof(MtTreeStep) * (size_t)mt_tree_plan_max(nb))) ||
+            mt_embsum_init(&p->esum, &tr->mem, mt_trainer_vocab_first(tc), mt_trainer_vocab_rows(tc), cfg->C,
+                           p->ecap / cfg->C, ntok, MT_EMBSUM_TOKENS) != MT_OK)
+            goto oom;
+        p->nwplan = mt_tree_plan(nb, p->wplan);
+        p->nwbuf = 1 + mt_accum_depth(nb);
         for (int i = 0; i < p->nwbuf; i++)
             if (!(p->wbuf[i] = pipe_alloc(p, MT_MEM_GRADS, VC)))
                 goto oom;
-        p->nh = mt_schedule_peak_wte(&p->sched, p->list, p->nlist);
+        if (p->blk > 1 && !(p->hleaf = pipe_alloc(p, MT_MEM_GRADS, VC)))
+            goto oom;
+        p->nh = mt_schedule_peak_wte(&p->sched, p->list, p->nlist, p->blk);
         PipeHead hd = pipe_head(tc, &p->o, VC, p->nh);
         p->defer = hd.mode;
         p->hslot = calloc((size_t)p->nh, sizeof(float *));
@@ -227,21 +248,21 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
             goto oom;
         for (int i = 0; i < p->nh; i++) {
             int hs = !p->defer || i == 0; /* KEEP, REDO: one H slot, and a keep per awaiting micro-batch */
-            if ((hs && !(p->hslot[i] = pipe_alloc(p, MT_MEM_GRADS, VC))) ||
-                (p->defer && !(p->keep[i] = pipe_alloc(p, MT_MEM_ACTS, hd.keep))) ||
-                !(p->eland[i] = pipe_alloc(p, MT_MEM_OTHER, erows(p))))
+            if (hs && nb == 1) /* one block: its sum is the tree's result */
+                p->hslot[i] = p->wbuf[0];
+            else if (hs && !(p->hslot[i] = pipe_alloc(p, MT_MEM_GRADS, VC)))
+                goto oom;
+            if ((p->defer && !(p->keep[i] = pipe_alloc(p, MT_MEM_ACTS, hd.keep))) ||
+                !(p->eland[i] = pipe_alloc(p, MT_MEM_OTHER, p->ecap)))
                 goto oom;
         }
         if (p->defer == MT_PIPE_HEAD_REDO && !(p->redo = pipe_alloc(p, MT_MEM_ACTS, hd.scratch)))
             goto oom;
     }
-    if (p->rank == 0 && tc->tp && tc->tp->seqpar && !(p->erows = pipe_alloc(p, MT_MEM_OTHER, erows(p))))
-        goto oom;
     /* transfers: landing buffers for the receives outstanding at once, one buffer per send */
     p->nland = max_landing(p);
     for (int i = 0; i < p->nlist; i++)
-        p->nsend += p->list[i].kind == MT_ACT_SEND_F || p->list[i].kind == MT_ACT_SEND_B ||
-                    p->list[i].kind == MT_ACT_SEND_E;
+        p->nsend += p->list[i].kind == MT_ACT_SEND_F || p->list[i].kind == MT_ACT_SEND_B;
     p->land = calloc((size_t)p->nland + 1, sizeof(float *));
     p->land_req = calloc((size_t)p->nland + 1, sizeof(MtRequest *));
     p->land_key = malloc(sizeof(int) * ((size_t)p->nland + 1));
@@ -253,7 +274,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         if (!(p->land[i] = pipe_alloc(p, MT_MEM_OTHER, rows(p))))
             goto oom;
     for (int i = 0; i < p->nsend; i++)
-        if (!(p->sendb[i] = pipe_alloc(p, MT_MEM_OTHER, erows(p)))) /* the embedding's rows are the largest */
+        if (!(p->sendb[i] = pipe_alloc(p, MT_MEM_OTHER, rows(p))))
             goto oom;
     /* who owns each unit's norm blocks, and where they sit in its list of block sums */
     for (int r = 0; r < p->P; r++) {
@@ -318,14 +339,19 @@ void mt_pipe_free(MtPipe *p)
     PipeHead hd = pipe_head(tc, &p->o, VC, p->nh);
     pipe_free_buf(p, MT_MEM_ACTS, p->redo, hd.scratch);
     for (int i = 0; i < p->nh; i++) {
-        pipe_free_buf(p, MT_MEM_GRADS, p->hslot ? p->hslot[i] : NULL, VC);
+        if (p->hslot && p->hslot[i] != p->wbuf[0])
+            pipe_free_buf(p, MT_MEM_GRADS, p->hslot[i], VC);
         pipe_free_buf(p, MT_MEM_ACTS, p->keep ? p->keep[i] : NULL, hd.keep);
-        pipe_free_buf(p, MT_MEM_OTHER, p->eland ? p->eland[i] : NULL, erows(p));
+        pipe_free_buf(p, MT_MEM_OTHER, p->eland ? p->eland[i] : NULL, p->ecap);
     }
+    pipe_free_buf(p, MT_MEM_GRADS, p->hleaf, VC);
+    pipe_free_buf(p, MT_MEM_OTHER, p->esend, p->ecap);
+    mt_embsum_free(&p->esum, &p->tr->mem);
+    free(p->wplan);
     for (int i = 0; i < p->nland; i++)
         pipe_free_buf(p, MT_MEM_OTHER, p->land[i], rows(p));
     for (int i = 0; i < p->nsend; i++)
-        pipe_free_buf(p, MT_MEM_OTHER, p->sendb[i], erows(p));
+        pipe_free_buf(p, MT_MEM_OTHER, p->sendb[i], rows(p));
     free(p->hslot);
     free(p->keep);
     free(p->eland);
@@ -343,8 +369,6 @@ void mt_pipe_free(MtPipe *p)
     free(p->leaf_loss);
     free(p->block_sums);
     free(p->tparts);
-    if (p->erows)
-        pipe_free_buf(p, MT_MEM_OTHER, p->erows, erows(p));
     free(p->zblocks);
     for (int i = 0; i < p->nsbuf; i++)
         if (p->sbuf[i])

@@ -116,7 +116,7 @@ void pipe_leaf_reduce(MtPipe *p, MtPipeChunk *ch)
     for (int i = ch->zu0; i < ch->zu1; i++)
         mt_sharded_reduce(&p->zsh, i, p->tr->grads, dst + m->shard_off[i], NULL);
     int64_t a = m->shard_off[ch->zu0], b = m->shard_off[ch->zu1 - 1] + m->chunk[ch->zu1 - 1];
-    ch->tstep = mt_accum_adds(ch->plan, p->nplan, ch->tstep, p->sbuf, a, b - a);
+    ch->tstep = mt_accum_adds(ch->plan, p->nplan, ch->tstep, p->sbuf, a, b - a, NULL);
 }
 
 /* ZeRO: the first stage's share of the wte gradient (arrived whole) into its shard, then

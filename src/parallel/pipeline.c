@@ -43,6 +43,7 @@ static void progress(MtPipe *p)
     for (int h = 0; h < p->nh; h++)
         if (p->h_mb[h] >= 0)
             pipe_req_done(p, &p->ereq[h], 0);
+    pipe_req_done(p, &p->esend_req, 0);
 }
 
 void pipe_poll(void *ctx) { progress(ctx); }
@@ -142,7 +143,7 @@ static void forward(MtPipe *p, const MtAction *a)
 }
 
 /* The leaf of (chunk, micro-batch) starts: its tree buffer's span zeroed, gradient views
- * on it (and on the head's H_k slot on the last rank). */
+ * on it (and on the head's part of wte on the last rank: pipe_head_begin). */
 static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
 {
     const MtTrainer *tr = p->tr;
@@ -158,22 +159,19 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
     for (int u = uf; u <= ul; u++)
         mt_weights_view_unit(cfg, tr->table, tr->nparams, u, g + ch->loff + (tr->unit_lo[u] - ch->lo), gv);
     gv->fresh = 1;
-    if (ch->head) {
-        int h = pipe_take_hslot(p, mb);
-        if (p->defer) /* H_k later, at its E, from what pipe_keep_head copies */
-            gv->wte = NULL;
-        else {
-            mt_be()->zero(p->hslot[h], tr->table[0].numel);
-            gv->wte = p->hslot[h];
-        }
-    }
+    gv->esum = NULL; /* the first rank adds its rows itself (pipe_embed_index) */
+    if (ch->head)
+        gv->wte = pipe_head_begin(p, mb);
     return g;
 }
 
 static void leaf_end(MtPipe *p, MtPipeChunk *ch, int mb)
 {
+    if (ch->head && !p->defer)
+        pipe_head_end(p, mb);
     if (!rr(p))
-        ch->tstep = mt_accum_adds(ch->plan, p->nplan, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip);
+        ch->tstep = mt_accum_adds(ch->plan, p->nplan, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip,
+                                  NULL);
     ch->freelist[ch->nfree++] = ch->slot[mb];
 }
 
@@ -226,16 +224,14 @@ static void backward(MtPipe *p, const MtAction *a, int split)
             mt_model_block_backward(cfg, &p->w, &gv, s, l, block_input(ch, s, l));
         progress(p);
     }
-    if (ch->embed && split) { /* every row (gathered over tp with sequence parallelism): W's wpe, SEND_E */
+    if (ch->embed && split) { /* every row (gathered over tp with sequence parallelism): W's wpe, the block's sum */
         const float *d = tr->tc.tp ? mt_tp_all_rows(cfg, s) : s->dres;
         mt_be()->copy(stash(p, ch, slot, STASH_EMBED), d, erows(p));
-        if (p->erows)
-            mt_be()->copy(p->erows, d, erows(p));
-    }
-    else if (ch->embed) { /* wpe here; the token rows go to the last rank (SEND_E) */
-        mt_model_embed_backward(cfg, NULL, gv.wpe, s, tokens_of(p, a->mb));
-        if (p->erows) /* sequence parallelism: all rows, as the embedding's backward gathered them */
-            mt_be()->copy(p->erows, s->tpfull, erows(p));
+        pipe_embed_index(p, a->mb);
+        mt_embsum_add(&p->esum, d);
+    } else if (ch->embed) { /* wpe here; the token rows into the block's sum, for the last rank (SEND_E) */
+        pipe_embed_index(p, a->mb);
+        mt_model_embed_backward(cfg, NULL, gv.wpe, s, tokens_of(p, a->mb), &p->esum);
     }
     if (!split)
         leaf_end(p, ch, a->mb);
@@ -302,19 +298,11 @@ static void run(MtPipe *p, const MtAction *a)
         send(p, MT_GROUP_PP, (a->stage - 1) % p->P, tag(TAG_B, a->mb), p->scratch.dres, rows(p));
         break;
     case MT_ACT_SEND_E:
-        send(p, MT_GROUP_EMBED, 1, tag(TAG_E, a->mb), p->erows ? p->erows : p->scratch.dres, erows(p));
+        pipe_send_e(p, a->mb);
         break;
-    case MT_ACT_RECV_E: {
-        int h = 0;
-        while (h < p->nh && p->h_mb[h] != a->mb)
-            h++;
-        MT_ASSERT(h < p->nh, "no head gradient of micro-batch %d awaits rows", a->mb);
-        double t = mt_now();
-        p->ereq[h] = mt_irecv(p->c, MT_GROUP_EMBED, p->eland[h], erows(p), 0, tag(TAG_E, a->mb));
-        p->e_posted[h] = 1;
-        pipe_clock_in(p, t);
+    case MT_ACT_RECV_E:
+        pipe_recv_e(p, a->mb);
         break;
-    }
     case MT_ACT_E: /* round-robin: completed here, where every copy reduces it */
         p->e_due++;
         pipe_poll_e(p, rr(p) ? p->e_due - p->e_next : 0);
@@ -450,6 +438,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     double t = mt_now();
     for (int i = 0; i < p->send_next; i++)
         pipe_req_done(p, &p->send_req[i], 1);
+    pipe_req_done(p, &p->esend_req, 1);
     p->loss = p->rank == p->P - 1 ? mt_tree_plan_sum(p->plan, p->nplan, p->leaf_loss) : 0.0f; /* as the gradients */
     if (rr(p) && p->rank == p->P - 1) { /* the copies' leaf losses, back in the step's order */
         int D = p->o.zero_dp, M = p->o.M;

@@ -21,8 +21,13 @@ void mt_plan_memory(const MtTrainConfig *tc0, const MtEngineLayout *l, int rank,
     free(table);
     int M = tc.batch / tc.micro;
     bytes[MT_MEM_PARAMS] = 4 * (tc.params_len > 0 ? tc.params_len : nf);
+    int64_t ulen[2];
+    int span = tc.tree_span > 0 ? tc.tree_span : M;
+    mt_trainer_leaf_lens(&tc, ulen);
     bytes[MT_MEM_GRADS] = 4 * (tc.grads_len > 0 ? tc.grads_len : nf) *
-                          (1 + mt_accum_buffers(tc.tree_span > 0 ? tc.tree_span : M, mt_accum_block_size(&tc)));
+                          (1 + (span > 1 ? mt_accum_depth(span / mt_accum_block_size(&tc)) : 0)) +
+                          4 * (ulen[0] + ulen[1]); /* the sum, the tree's temporaries, the unit leaf buffers */
+    bytes[MT_MEM_GRADS] += 4 * mt_trainer_esum_floats(&tc); /* the block's embedding rows */
     bytes[MT_MEM_OPTIM] = 8 * (tc.optim_len > 0 ? tc.optim_len : nf);
     if (!tc.acts_none) { /* the trainer's whole-model set (a pipeline stage's are its own, below) */
         MtActsShape sh = mt_trainer_acts_shape(&tc);

@@ -266,13 +266,13 @@ int mt_schedule_peak_sets(const MtSchedule *s, const MtAction *list, int n, int 
     return peak;
 }
 
-int mt_schedule_peak_wte(const MtSchedule *s, const MtAction *list, int n)
+int mt_schedule_peak_wte(const MtSchedule *s, const MtAction *list, int n, int B)
 {
     int held = 0, peak = 0;
     for (int i = 0; i < n; i++) {
-        if (makes_h(s, &list[i]) && s->P > 1 && ++held > peak)
+        if (makes_h(s, &list[i]) && s->P > 1 && list[i].mb % B == 0 && ++held > peak)
             peak = held;
-        if (list[i].kind == MT_ACT_E)
+        if (list[i].kind == MT_ACT_E && list[i].mb % B == B - 1)
             held--;
     }
     return peak;

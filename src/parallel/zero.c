@@ -232,7 +232,7 @@ void mt_zero_step(MtDp *dp, const MtTokens *data, MtStepStats *st)
     for (int i = 0; i < dp->nplan;) {
         const MtTreeStep *s = &dp->plan[i];
         mine[s->leaf] = round_grad(dp, s->leaf, bufs[s->buf]);
-        i = mt_accum_adds(dp->plan, dp->nplan, i, bufs, 0, dp->map.shard_len);
+        i = mt_accum_adds(dp->plan, dp->nplan, i, bufs, 0, dp->map.shard_len, NULL);
     }
     double t = mt_now();
     mt_allgather(dp->c, MT_GROUP_DP, mine, dp->leaf_loss, (int64_t)dp->M);
@@ -257,6 +257,10 @@ MtStatus mt_zero_init(MtDp *dp)
     if (z == 0)
         return MT_OK;
     dp->gview.fresh = 1; /* each unit's gradient buffer is zeroed before its backward (grads_need), as a leaf's */
+    if (!dp->contig) { /* round-robin: every leaf a block, its embedding rows added before it is reduced */
+        dp->gview.esum = &tr->esum;
+        tr->esum.flush = 1;
+    }
     int64_t lens[4] = {m->len[0], m->len[last], m->max_block_len, m->max_block_len};
     for (int s = 0; s < 4; s++)
         dp->ugrad_len[s] = lens[s];
@@ -270,7 +274,7 @@ MtStatus mt_zero_init(MtDp *dp)
             if (lens[s] && !(dp->ugrad[s] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)lens[s])))
                 goto oom;
         dp->nrtmp = mt_accum_depth(dp->rounds);
-        if (!(dp->plan = malloc(sizeof(MtTreeStep) * 2 * (size_t)dp->rounds)))
+        if (!(dp->plan = malloc(sizeof(MtTreeStep) * (size_t)mt_tree_plan_max(dp->rounds))))
             goto oom;
         dp->nplan = mt_tree_plan(dp->rounds, dp->plan);
         for (int d = 0; d < dp->nrtmp; d++)

@@ -38,6 +38,7 @@ static void plan(int lo, int hi, int B, int L, int buf, int depth, MtTreeStep *s
             steps[(*n)++] = (MtTreeStep){k, L, -1};
             steps[(*n)++] = (MtTreeStep){-1, buf, L};
         }
+        steps[(*n)++] = (MtTreeStep){MT_TREE_END, buf, lo / B};
         return;
     }
     int mid = lo + (hi - lo) / B / 2 * B;
@@ -60,10 +61,17 @@ int mt_tree_temps_blocks(int M, int B) { return mt_accum_depth(M / B) + (B > 1);
 
 int mt_tree_temps(int M) { return mt_tree_temps_blocks(M, 1); }
 
-int mt_accum_adds(const MtTreeStep *steps, int nsteps, int at, float *const *bufs, int64_t off, int64_t n)
+int mt_tree_plan_max(int M) { return 3 * M; }
+
+int mt_accum_adds(const MtTreeStep *steps, int nsteps, int at, float *const *bufs, int64_t off, int64_t n,
+                  const MtAccumEnd *end)
 {
     for (at++; at < nsteps && steps[at].leaf < 0; at++) {
-        mt_be()->add(bufs[steps[at].buf] + off, bufs[steps[at].src] + off, n);
+        if (steps[at].leaf == MT_TREE_END) {
+            if (end && end->fn)
+                end->fn(end->ctx, bufs[steps[at].buf], off, n);
+        } else
+            mt_be()->add(bufs[steps[at].buf] + off, bufs[steps[at].src] + off, n);
     }
     return at;
 }
@@ -75,7 +83,7 @@ float mt_tree_plan_sum(const MtTreeStep *steps, int n, const float *x)
         MT_ASSERT(steps[i].buf < MT_TREE_MAX_BUFS, "tree plan buffer %d", steps[i].buf);
         if (steps[i].leaf >= 0)
             buf[steps[i].buf] = x[steps[i].leaf];
-        else
+        else if (steps[i].leaf != MT_TREE_END)
             buf[steps[i].buf] += buf[steps[i].src];
     }
     return buf[0];

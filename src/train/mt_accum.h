@@ -8,6 +8,10 @@
  *     block's buffer, each later one is computed into the leaf buffer and then added (BLIS
  *     splits the inner dimension of a product, so accumulating in place with beta = 1 would
  *     be another sum);
+ *   - the tied embedding's wte is the one exception to "each leaf whole": a leaf holds the
+ *     LM head's part only, and the rows that reach the token embedding are summed per
+ *     token over the whole block and added to the block's sum at its end (MtEmbSum,
+ *     mt_model.h), so that a pipeline's last rank never waits on the first;
  *   - the K block sums form the balanced pairwise tree over the block index:
  *       S(lo, hi) = block lo                      if hi - lo == 1
  *                 = S(lo, mid) + S(mid, hi),  mid = lo + (hi - lo) / 2   otherwise,
@@ -60,26 +64,39 @@ int mt_accum_round_robin(int D, int zero, int det, int M, int B);
 /* ---- the plan ----
  * The order over M leaves in blocks of B as steps: a leaf is written into buffer buf (0 =
  * the result, d + 1 = tree temporary d, 1 + ceil(log2(M / B)) = the leaf buffer); an add
- * sums buffer src into buffer dst.  Leaves come in order 0 .. M-1; the adds listed after
- * leaf k are those due before leaf k + 1. */
+ * sums buffer src into buffer dst; a block's end marks its sum complete in buffer buf,
+ * before the tree adds it (there the executor adds the token embedding's rows of the block,
+ * MtEmbSum in mt_model.h).  Leaves come in order 0 .. M-1; the steps listed after leaf k
+ * are those due before leaf k + 1. */
 typedef struct {
-    int leaf; /* >= 0: leaf index; -1: an add */
-    int buf;  /* leaf: its buffer; add: dst */
-    int src;  /* add: src */
+    int leaf; /* >= 0: leaf index; -1: an add; MT_TREE_END: a block's end */
+    int buf;  /* leaf: its buffer; add: dst; end: the block's sum */
+    int src;  /* add: src; end: the block's index */
 } MtTreeStep;
+#define MT_TREE_END (-2)
 #define MT_TREE_MAX_BUFS 34 /* buffers a plan of up to 2^32 leaves can name */
 
-/* Fills steps (at most 2M) for M leaves in blocks of B (B divides M); returns their number. */
+/* Steps a plan of M leaves may hold (leaves, adds and block ends): the size of its array. */
+int mt_tree_plan_max(int M);
+/* Fills steps (at most mt_tree_plan_max(M)) for M leaves in blocks of B (B divides M);
+ * returns their number. */
 int mt_tree_plan_blocks(int M, int B, MtTreeStep *steps);
 int mt_tree_plan(int M, MtTreeStep *steps); /* B = 1 */
 /* Buffers the plan uses beside the result: ceil(log2(M / B)) + (B > 1). */
 int mt_tree_temps_blocks(int M, int B);
 int mt_tree_temps(int M);
-/* The executor: the leaf at step `at` is in its buffer; runs the adds that follow it on
+/* What an executor does at a block's end, on elements [off, off + n) of the block's sum
+ * (NULL, or fn NULL: nothing). */
+typedef struct {
+    void (*fn)(void *ctx, float *sum, int64_t off, int64_t n);
+    void *ctx;
+} MtAccumEnd;
+/* The executor: the leaf at step `at` is in its buffer; runs the steps that follow it on
  * elements [off, off + n) of bufs (indexed by the plan's buffer numbers) and returns the
  * position of the next leaf (or nsteps).  A technique that finishes a leaf unit by unit
  * calls it once per unit with the unit's span and the same `at`. */
-int mt_accum_adds(const MtTreeStep *steps, int nsteps, int at, float *const *bufs, int64_t off, int64_t n);
+int mt_accum_adds(const MtTreeStep *steps, int nsteps, int at, float *const *bufs, int64_t off, int64_t n,
+                  const MtAccumEnd *end);
 /* The plan's steps run on one float per leaf: the step's loss, summed exactly as its
  * gradients are. */
 float mt_tree_plan_sum(const MtTreeStep *steps, int n, const float *x);

@@ -56,7 +56,13 @@ typedef struct {
     float *params, *grads, *m, *v; /* flat, laid out like the table */
     float *gtmp[MT_MAX_TREE];      /* tree accumulation buffers */
     int ntmp;
-    float *leafbuf;                /* a block's later leaves, before each is added (B > 1) */
+    float *ubuf[2];                /* a block's later leaves, unit by unit before each unit is added
+                                    * (B > 1): the embedding unit's, the largest other unit's */
+    int64_t ulen[2];
+    MtWeights lview;               /* such a leaf's gradient views, re-pointed unit by unit */
+    int lstep, lspine;             /* its add in the plan; whether it ends the range (the technique's hooks) */
+    MtEmbSum esum;                 /* the block's token-embedding rows (mt_model.h), added to the
+                                    * block's wte at its end (not with acts_none: the technique's) */
     int blk;                       /* B: micro-batches per accumulation block */
     int span;                      /* most micro-batches one call sums (tc.tree_span, or M); 1: the
                                     * technique keeps its own tree (no tree or leaf buffers here) */
@@ -73,7 +79,7 @@ typedef struct {
     MtTreeStep *plan;              /* the accumulation plan of plan_leaves leaves (mt_accum.h) */
     float *plan_loss;              /* its leaves' losses */
     int nplan, plan_leaves, plan_last; /* its steps, leaves, the last leaf's step */
-    float *bufs[MT_TREE_MAX_BUFS]; /* the plan's buffers this call: the sum, gtmp, leafbuf */
+    float *bufs[MT_TREE_MAX_BUFS]; /* the plan's buffers this call: the sum, gtmp (the leaf buffer: ubuf) */
     /* the gradient's sum of squares for mt_trainer_update: set by a technique whose tensors
      * are split over ranks (tensor parallelism); NULL: mt_grad_sumsq over the table */
     double (*sumsq)(void *ctx);
@@ -109,6 +115,18 @@ void mt_trainer_free(MtTrainer *tr);
 float mt_trainer_forward_backward(MtTrainer *tr);
 /* Micro-batches per accumulation block, B = M / K (mt_accum.h). */
 int mt_accum_block_size(const MtTrainConfig *tc);
+/* The rank's rows of wte: the first token and how many (a tensor-parallel rank's slice). */
+int64_t mt_trainer_vocab_first(const MtTrainConfig *tc);
+int64_t mt_trainer_vocab_rows(const MtTrainConfig *tc);
+/* Floats of one accumulation block's embedding rows (MtEmbSum: the block's distinct tokens,
+ * at most the rank's rows of wte, times C); _floats: those the trainer holds (0 for
+ * inference and for a technique that sums them itself, acts_none). */
+int64_t mt_trainer_esum_block_floats(const MtTrainConfig *tc);
+/* Floats of the leaf buffers the trainer holds for tc: a block's later leaves are computed
+ * unit by unit, [0] the embedding unit's, [1] the largest other unit's (0, 0: blocks of
+ * one leaf, or a technique that keeps its own tree). */
+void mt_trainer_leaf_lens(const MtTrainConfig *tc, int64_t len[2]);
+int64_t mt_trainer_esum_floats(const MtTrainConfig *tc);
 /* The same over micro-batches [lo, hi) only (whole blocks; a data-parallel rank's share,
  * summed by the plan over its own hi - lo leaves); loss and gradient still divided by the tokens of the whole step.
  * With tr->hooks set, the backward of the range's last micro-batch reports each unit's
@@ -116,10 +134,11 @@ int mt_accum_block_size(const MtTrainConfig *tc);
  * unit's span of tr->grads holds its final sum (gradient buckets start there). */
 float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi);
 /* Gradient (into gbuf, overwritten) and loss of micro-batch k alone, both divided by the
- * tokens of the whole step: the leaves of the tree. */
+ * tokens of the whole step: a block of one leaf (its embedding rows added to wte). */
 float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf);
 /* The same into gradient views g (which the caller zeroed, and hooks may re-point), with
- * the unit hooks h seeing the forward and backward. */
+ * the unit hooks h seeing the forward and backward; the embedding's rows go to g->esum
+ * when set (indexed here with the micro-batch's tokens). */
 float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, const MtUnitHooks *h);
 /* Clip (the norm from tr->sumsq when set), AdamW, step += 1. */
 void mt_trainer_update(MtTrainer *tr, MtStepStats *st);

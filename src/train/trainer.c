@@ -46,6 +46,40 @@ static size_t param_bytes(const MtTrainer *tr, int64_t len)
 
 int mt_accum_block_size(const MtTrainConfig *tc) { return mt_accum_block(tc->batch / tc->micro, tc->accum_blocks); }
 
+int64_t mt_trainer_vocab_first(const MtTrainConfig *tc)
+{
+    return tc->tp ? mt_tp_local(&tc->cfg, tc->tp, tc->micro * tc->seq).v0 : 0;
+}
+
+int64_t mt_trainer_vocab_rows(const MtTrainConfig *tc)
+{
+    return tc->tp ? mt_tp_local(&tc->cfg, tc->tp, tc->micro * tc->seq).Vl : tc->cfg.V;
+}
+
+int64_t mt_trainer_esum_block_floats(const MtTrainConfig *tc)
+{
+    int64_t N = (int64_t)tc->micro * tc->seq;
+    return mt_embsum_cap(mt_trainer_vocab_rows(tc), mt_accum_block_size(tc) * N) * tc->cfg.C;
+}
+
+void mt_trainer_leaf_lens(const MtTrainConfig *tc, int64_t len[2])
+{
+    int M = tc->batch / tc->micro, span = tc->tree_span > 0 ? tc->tree_span : M;
+    len[0] = len[1] = 0;
+    if (tc->inference || mt_accum_block_size(tc) <= 1 || span <= 1)
+        return;
+    int64_t lo[MT_MAX_LAYERS + 2], hi[MT_MAX_LAYERS + 2];
+    mt_trainer_spans(tc, lo, hi);
+    len[0] = hi[0] - lo[0];
+    for (int u = 1; u < tc->cfg.L + 2; u++)
+        len[1] = hi[u] - lo[u] > len[1] ? hi[u] - lo[u] : len[1];
+}
+
+int64_t mt_trainer_esum_floats(const MtTrainConfig *tc)
+{
+    return tc->inference || tc->acts_none ? 0 : mt_trainer_esum_block_floats(tc);
+}
+
 /* A failed allocation of a size the user's model and batch asked for: bad input (exit 2),
  * naming what and how much; everything allocated so far is freed. */
 static MtStatus alloc_failed(MtTrainer *tr, const char *what, size_t bytes)
@@ -159,13 +193,21 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
     for (int i = 0; i < tr->ntmp; i++)
         if (!(tr->gtmp[i] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
             return alloc_failed(tr, "gradient tree buffers", gbytes);
-    if (tr->blk > 1 && tr->span > 1 && !(tr->leafbuf = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, gbytes)))
-        return alloc_failed(tr, "the accumulation block's leaf buffer", gbytes);
+    mt_trainer_leaf_lens(tc, tr->ulen);
+    for (int s = 0; s < 2; s++)
+        if (tr->ulen[s] && !(tr->ubuf[s] = mt_mem_alloc(&tr->mem, MT_MEM_GRADS, sizeof(float) * (size_t)tr->ulen[s])))
+            return alloc_failed(tr, "the accumulation block's leaf buffers", sizeof(float) * (size_t)tr->ulen[s]);
     MtActsShape sh = mt_trainer_acts_shape(tc);
     MtStatus s = tc->acts_none ? MT_OK : mt_acts_alloc_shape(&tr->acts, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh);
     if (s != MT_OK) {
         int64_t want = mt_acts_floats_shape(cfg, tc->micro, tc->seq, tc->threads, &sh) * 4;
         return alloc_failed(tr, "activations", (size_t)want);
+    }
+    if (mt_trainer_esum_floats(tc) > 0) { /* the block's embedding rows (MtEmbSum) */
+        int64_t N = (int64_t)tc->micro * tc->seq, Vl = mt_trainer_vocab_rows(tc);
+        if (mt_embsum_init(&tr->esum, &tr->mem, mt_trainer_vocab_first(tc), Vl, cfg->C,
+                           mt_trainer_esum_floats(tc) / cfg->C, N, MT_EMBSUM_OWN) != MT_OK)
+            return alloc_failed(tr, "embedding's gradient rows", sizeof(float) * (size_t)mt_trainer_esum_floats(tc));
     }
     if (tc->params_len > 0)
         return MT_OK; /* sharded: views and values are the technique's */
@@ -183,12 +225,15 @@ void mt_trainer_free(MtTrainer *tr)
 {
     const MtTrainConfig *tc = &tr->tc;
     mt_acts_free(&tr->acts, &tr->mem);
+    mt_embsum_free(&tr->esum, &tr->mem);
     for (int i = 0; i < tr->ntmp; i++) {
         mt_mem_free(&tr->mem, MT_MEM_GRADS, tr->gtmp[i], param_bytes(tr, tc->grads_len));
         tr->gtmp[i] = NULL;
     }
-    mt_mem_free(&tr->mem, MT_MEM_GRADS, tr->leafbuf, param_bytes(tr, tc->grads_len));
-    tr->leafbuf = NULL;
+    for (int s = 0; s < 2; s++) {
+        mt_mem_free(&tr->mem, MT_MEM_GRADS, tr->ubuf[s], sizeof(float) * (size_t)tr->ulen[s]);
+        tr->ubuf[s] = NULL;
+    }
     mt_mem_free(&tr->mem, MT_MEM_PARAMS, tr->params, param_bytes(tr, tc->params_len));
     mt_mem_free(&tr->mem, MT_MEM_GRADS, tr->grads, param_bytes(tr, tc->grads_len));
     mt_mem_free(&tr->mem, MT_MEM_OPTIM, tr->m, param_bytes(tr, tc->optim_len));
@@ -217,6 +262,8 @@ float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, cons
     const MtTrainConfig *tc = &tr->tc;
     int64_t off = (int64_t)k * tc->micro * tc->seq;
     double step_tokens = (double)tc->batch * tc->seq;
+    if (g->esum)
+        mt_embsum_index(g->esum, tr->host_inputs + off, (int64_t)tc->micro * tc->seq);
     double sum = mt_model_forward(&tc->cfg, &tr->w, &tr->acts, tr->inputs + off, tr->targets + off,
                                   (float)(1.0 / step_tokens), h);
     mt_model_backward(&tc->cfg, &tr->w, g, &tr->acts, tr->inputs + off, h);
@@ -224,7 +271,8 @@ float mt_trainer_micro_grad_views(MtTrainer *tr, int k, const MtWeights *g, cons
 }
 
 /* leaf k into gbuf, with hooks h.  The blocks' and ln_f's gradients are assigned (fresh
- * views); only the embedding unit, which several rows add to, and the padding are zeroed. */
+ * views); only the embedding unit, which several rows add to, and the padding are zeroed.
+ * The token embedding's rows go to the block's sum (tr->esum). */
 static float leaf(MtTrainer *tr, int k, float *gbuf, const MtUnitHooks *h)
 {
     MtWeights g;
@@ -233,20 +281,78 @@ static float leaf(MtTrainer *tr, int k, float *gbuf, const MtUnitHooks *h)
         mt_be()->zero(gbuf + tr->unit_end[u], tr->unit_hi[u] - tr->unit_end[u]);
     mt_weights_view(&tr->tc.cfg, tr->table, gbuf, &g);
     g.fresh = 1;
+    g.esum = tr->esum.rows ? &tr->esum : NULL;
     return mt_trainer_micro_grad_views(tr, k, &g, h);
 }
 
-float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf) { return leaf(tr, k, gbuf, NULL); }
+float mt_trainer_micro_grad(MtTrainer *tr, int k, float *gbuf)
+{
+    int flush = tr->esum.flush;
+    tr->esum.flush = 1; /* a block of its own */
+    float loss = leaf(tr, k, gbuf, NULL);
+    tr->esum.flush = flush;
+    return loss;
+}
+
+/* A block's end (mt_accum.h): its embedding rows into the block's wte, once the span being
+ * summed holds wte (elements [0, numel) of the flat array: the embedding unit). */
+static void block_end(void *ctx, float *sum, int64_t off, int64_t n)
+{
+    MtTrainer *tr = ctx;
+    if (!tr->esum.rows || off > tr->table[0].offset)
+        return;
+    MT_ASSERT(off + n >= tr->table[0].offset + tr->table[0].numel, "a block's end on part of wte");
+    mt_embsum_apply(&tr->esum, NULL, sum + tr->table[0].offset - off);
+    mt_embsum_reset(&tr->esum);
+}
 
 /* The last leaf's hook: a unit's gradient is final for this micro-batch; run the plan's
  * remaining adds on its span, then tell the technique. */
 static void spine_hook(void *ctx, MtUnitEvent ev, int unit)
 {
     MtTrainer *tr = ctx;
+    MtAccumEnd end = {block_end, tr};
     if (ev == MT_GRADS_DONE)
         mt_accum_adds(tr->plan, tr->nplan, tr->plan_last, tr->bufs, tr->unit_lo[unit],
-                      tr->unit_hi[unit] - tr->unit_lo[unit]);
+                      tr->unit_hi[unit] - tr->unit_lo[unit], &end);
     tr->hooks.fn(tr->hooks.ctx, ev, unit);
+}
+
+/* A leaf computed apart (a block's later one): each unit's gradient in a unit buffer (the
+ * embedding unit's, which lives through the whole backward, or the other one), added to the
+ * block's sum when the unit is done: the plan's add, unit by unit.  On the spine (the
+ * range's last leaf) the plan's steps after that add run on the unit too, and the technique
+ * sees its gradient events; otherwise only the parameter events. */
+static void apart_hook(void *ctx, MtUnitEvent ev, int u)
+{
+    MtTrainer *tr = ctx;
+    int s = u == 0 ? 0 : 1;
+    int64_t lo = tr->unit_lo[u], n = tr->unit_hi[u] - lo;
+    if (ev == MT_GRADS_NEED) { /* the tensors are assigned (fresh views); wte and wpe add, padding stays 0 */
+        int64_t z = u == 0 ? 0 : tr->unit_end[u] - lo;
+        mt_be()->zero(tr->ubuf[s] + z, n - z);
+        mt_weights_view_unit(&tr->tc.cfg, tr->table, tr->nparams, u, tr->ubuf[s], &tr->lview);
+    } else if (ev == MT_GRADS_DONE) {
+        mt_be()->add(tr->bufs[tr->plan[tr->lstep].buf] + lo, tr->ubuf[s], n);
+        MtAccumEnd end = {block_end, tr};
+        if (tr->lspine)
+            mt_accum_adds(tr->plan, tr->nplan, tr->lstep, tr->bufs, lo, n, &end);
+    }
+    int grads = ev == MT_GRADS_NEED || ev == MT_GRADS_DONE;
+    if (tr->hooks.fn && (tr->lspine || !grads))
+        tr->hooks.fn(tr->hooks.ctx, ev, u);
+}
+
+/* leaf k computed apart, its add being plan step `add` */
+static float leaf_apart(MtTrainer *tr, int k, int add, int spine)
+{
+    memset(&tr->lview, 0, sizeof tr->lview); /* every unit is viewed at its GRADS_NEED */
+    tr->lview.fresh = 1;
+    tr->lview.esum = tr->esum.rows ? &tr->esum : NULL;
+    tr->lstep = add;
+    tr->lspine = spine;
+    MtUnitHooks h = {apart_hook, tr};
+    return mt_trainer_micro_grad_views(tr, k, &tr->lview, &h);
 }
 
 /* Leaves other than the last: the technique sees the parameter events only (its gradient
@@ -265,7 +371,7 @@ static void plan_for(MtTrainer *tr, int n)
         return;
     free(tr->plan);
     free(tr->plan_loss);
-    tr->plan = malloc(sizeof(MtTreeStep) * 2 * (size_t)n);
+    tr->plan = malloc(sizeof(MtTreeStep) * (size_t)mt_tree_plan_max(n));
     tr->plan_loss = malloc(sizeof(float) * (size_t)n);
     MT_ASSERT(tr->plan && tr->plan_loss, "out of memory for the accumulation plan of %d micro-batches", n);
     tr->nplan = mt_tree_plan_blocks(n, tr->blk, tr->plan);
@@ -287,16 +393,24 @@ static float run_plan(MtTrainer *tr, int lo, int hi)
     tr->bufs[0] = tr->grads;
     for (int d = 0; d < ntemp; d++)
         tr->bufs[1 + d] = tr->gtmp[d];
-    tr->bufs[1 + ntemp] = tr->leafbuf;
+    tr->bufs[1 + ntemp] = NULL; /* the leaf buffer is unit by unit (apart_hook) */
     float *losses = tr->plan_loss;
     MtUnitHooks params = {params_only_hook, tr}, last = {spine_hook, tr};
+    MtAccumEnd end = {block_end, tr};
     for (int i = 0; i < tr->nplan;) {
         const MtTreeStep *s = &tr->plan[i];
         int on_spine = tr->hooks.fn && i == tr->plan_last;
+        if (s->buf == 1 + ntemp) { /* a block's later leaf: apart, then added (step i + 1) unit by unit */
+            losses[s->leaf] = leaf_apart(tr, lo + s->leaf, i + 1, on_spine);
+            if (on_spine)
+                break;
+            i = mt_accum_adds(tr->plan, tr->nplan, i + 1, tr->bufs, 0, tr->nfloats, &end);
+            continue;
+        }
         losses[s->leaf] = leaf(tr, lo + s->leaf, tr->bufs[s->buf], !tr->hooks.fn ? NULL : on_spine ? &last : &params);
         if (on_spine) /* its adds were run unit by unit */
             break;
-        i = mt_accum_adds(tr->plan, tr->nplan, i, tr->bufs, 0, tr->nfloats);
+        i = mt_accum_adds(tr->plan, tr->nplan, i, tr->bufs, 0, tr->nfloats, &end);
     }
     return mt_tree_plan_sum(tr->plan, tr->nplan, losses);
 }
@@ -307,7 +421,7 @@ float mt_trainer_forward_backward_range(MtTrainer *tr, int lo, int hi)
 {
     MT_ASSERT(lo % tr->blk == 0 && (hi - lo) % tr->blk == 0 && hi > lo, "micro-batches [%d, %d) are not whole "
               "accumulation blocks of %d", lo, hi, tr->blk);
-    MT_ASSERT(mt_accum_buffers(hi - lo, tr->blk) <= tr->ntmp + (tr->leafbuf != NULL),
+    MT_ASSERT(mt_accum_buffers(hi - lo, tr->blk) <= tr->ntmp + (tr->ubuf[0] != NULL),
               "a range of %d micro-batches needs more gradient buffers than those allocated (tree_span)", hi - lo);
     return run_plan(tr, lo, hi);
 }
