@@ -70,7 +70,7 @@ static void run(const MtStFile *exp, const MtTokens *tok, int micro, int accum_b
         }
     float loss = mt_trainer_forward_backward(&tr);
     CHECK_CLOSE(loss, scalar(exp, "loss"), TOL, 0, "loss");
-    double worst = 0;
+    double worst = 0, wte = 0;
     for (int p = 0; p < tr.nparams; p++) {
         char name[128];
         snprintf(name, sizeof name, "grad.%s", tr.table[p].name);
@@ -80,11 +80,12 @@ static void run(const MtStFile *exp, const MtTokens *tok, int micro, int accum_b
             continue;
         double e = tensor_err(tr.grads + tr.table[p].offset, mt_st_f32(exp, t), t->numel);
         worst = fmax(worst, e);
+        wte = p == 0 ? e : wte; /* the tied embedding: its two parts meet once per accumulation block */
         CHECK(e < TOL, "micro %d: %s relative error %g", micro, name, e);
     }
-    printf("micro-batch %d, %s: loss %.8f (torch %.8f), worst gradient error %.4e\n", micro,
+    printf("micro-batch %d, %s: loss %.8f (torch %.8f), worst gradient error %.4e (wte %.4e)\n", micro,
            B / micro == 1 ? "one micro-batch" : accum_blocks == 1 ? "left to right (K = 1)" : "the pairwise tree",
-           loss, scalar(exp, "loss"), worst);
+           loss, scalar(exp, "loss"), worst, wte);
     /* (1) our AdamW on PyTorch's gradients */
     float *params0 = malloc(sizeof(float) * tr.nfloats), *ours = malloc(sizeof(float) * tr.nfloats);
     memcpy(params0, tr.params, sizeof(float) * tr.nfloats);
