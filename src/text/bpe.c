@@ -3,6 +3,8 @@
  * mt_text.h). */
 #include "mt_text.h"
 
+#include "mt_mem.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -403,18 +405,21 @@ static void bucket_push(Bucket *bk, int32_t r, int start, int stamp, int32_t *lo
     *low = r < *low ? r : *low;
 }
 
+/* part i of a long piece: bytes [i, nxt) while alive, the previous live part, the stamp of
+ * its pair with the next; together, so that a merge touches one or two cache lines */
+typedef struct {
+    int nxt, prv, stamp;
+} Part;
+
 static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t *out, int64_t *k)
 {
-    /* part i: bytes [i, nxt[i]) while alive; prv/nxt link the live parts; len is the end */
-    int *nxt = malloc(sizeof(int) * (size_t)(len + 1)), *prv = malloc(sizeof(int) * (size_t)(len + 1));
-    int *stamp = calloc((size_t)len + 1, sizeof(int));
+    size_t bytes = sizeof(Part) * (size_t)(len + 1); /* len: the end */
+    Part *pt = mt_mem_host_alloc(bytes);              /* huge pages: a first touch here costs more than the merge */
     int32_t V = b->cap, low = V; /* no bucket below `low` holds an entry */
     Bucket *bk = calloc((size_t)V, sizeof(Bucket));
-    MT_ASSERT(nxt && prv && stamp && bk, "out of memory to merge a piece of %d bytes", len);
-    for (int i = 0; i <= len; i++) {
-        nxt[i] = i + 1;
-        prv[i] = i - 1;
-    }
+    MT_ASSERT(pt && bk, "out of memory to merge a piece of %d bytes", len);
+    for (int i = 0; i <= len; i++)
+        pt[i] = (Part){i + 1, i - 1, 0};
     for (int i = 0; i + 2 <= len; i++) {
         int32_t r = mt_bpe_rank(b, p + i, 2);
         if (r >= 0)
@@ -433,25 +438,26 @@ static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t 
         int e = 0;
         for (; e < q->n && low == r; e++) {
             int i = q->e[e].start;
-            if (q->e[e].stamp != stamp[i] || nxt[i] >= len)
+            Part *a = &pt[i];
+            if (q->e[e].stamp != a->stamp || a->nxt >= len)
                 continue; /* stale: the part has changed since */
-            int j = nxt[i]; /* merge part j into part i */
-            nxt[i] = nxt[j];
-            if (nxt[j] <= len)
-                prv[nxt[j]] = i;
-            stamp[j] = -1;
-            stamp[i]++;
-            if (nxt[i] < len) { /* the pair (i, next) */
-                int32_t r2 = mt_bpe_rank(b, p + i, nxt[nxt[i]] - i);
+            int j = a->nxt; /* merge part j into part i */
+            a->nxt = pt[j].nxt;
+            if (a->nxt <= len)
+                pt[a->nxt].prv = i;
+            pt[j].stamp = -1;
+            a->stamp++;
+            if (a->nxt < len) { /* the pair (i, next) */
+                int32_t r2 = mt_bpe_rank(b, p + i, pt[a->nxt].nxt - i);
                 if (r2 >= 0)
-                    bucket_push(bk, r2, i, stamp[i], &low);
+                    bucket_push(bk, r2, i, a->stamp, &low);
             }
-            if (prv[i] >= 0) { /* the pair (previous, i) */
-                int pq = prv[i];
-                stamp[pq]++;
-                int32_t r2 = mt_bpe_rank(b, p + pq, nxt[i] - pq);
+            if (a->prv >= 0) { /* the pair (previous, i) */
+                Part *c = &pt[a->prv];
+                c->stamp++;
+                int32_t r2 = mt_bpe_rank(b, p + a->prv, a->nxt - a->prv);
                 if (r2 >= 0)
-                    bucket_push(bk, r2, pq, stamp[pq], &low);
+                    bucket_push(bk, r2, a->prv, c->stamp, &low);
             }
         }
         /* the bucket's entries taken leave it; a lower rank pushed meanwhile goes first */
@@ -461,14 +467,12 @@ static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t 
         if (low == r && q->n == 0)
             low++;
     }
-    for (int i = 0; i < len; i = nxt[i])
-        out[(*k)++] = mt_bpe_rank(b, p + i, nxt[i] - i);
+    for (int i = 0; i < len; i = pt[i].nxt)
+        out[(*k)++] = mt_bpe_rank(b, p + i, pt[i].nxt - i);
     for (int32_t r = 0; r < V; r++)
         free(bk[r].e);
     free(bk);
-    free(nxt);
-    free(prv);
-    free(stamp);
+    mt_mem_host_free(pt, bytes);
 }
 
 void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int heap, int32_t *out, int64_t *k)
