@@ -163,12 +163,15 @@ static MtStatus encode_inputs(const FlagStrs *in, const MtBpe *bpe, int32_t eot,
             break;
         }
         for (int eof = 0; s == MT_OK && !eof;) {
-            if (len + chunk > cap) {
-                unsigned char *b = realloc(buf, (size_t)(len + chunk));
+            if (len + chunk > cap) { /* in huge pages: a first touch of 4 KiB pages costs more than reading */
+                unsigned char *b = mt_mem_host_reserve((size_t)(len + chunk));
                 if (!b) {
                     s = mt_error(MT_ENOMEM, "out of memory reading %s", in->v[i]);
                     break;
                 }
+                if (len)
+                    memcpy(b, buf, (size_t)len);
+                free(buf);
                 buf = b;
                 cap = len + chunk;
             }
@@ -286,7 +289,7 @@ int mt_cmd_prepare(int argc, char **argv)
     }
     /* reserved at once: pages the tokens never reach are never touched (no memory), and the
      * output is not copied as it grows */
-    if ((tok.p = malloc((size_t)(most * tok.w + 1))))
+    if ((tok.p = mt_mem_host_reserve((size_t)(most * tok.w + 1))))
         tok.cap = most * tok.w + 1;
     Render render = {bpe, {{0}}, MT_OK};
     pthread_t rt;

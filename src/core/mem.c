@@ -9,20 +9,35 @@
 #define ALIGN 64
 #define HUGE_MIN (2u << 20) /* ask for huge pages from 2 MiB up */
 
-void *mt_mem_host_alloc(size_t bytes)
+/* aligned (2 MiB from 2 MiB up, with huge pages asked for), untouched; *padded: its size */
+static void *reserve(size_t bytes, size_t *padded)
 {
     size_t align = bytes >= HUGE_MIN ? HUGE_MIN : ALIGN;
-    size_t padded = (bytes + align - 1) / align * align;
-    if (padded == 0)
-        padded = align;
+    *padded = (bytes + align - 1) / align * align;
+    if (*padded == 0)
+        *padded = align;
     void *p = NULL;
-    if (posix_memalign(&p, align, padded) != 0)
+    if (posix_memalign(&p, align, *padded) != 0)
         return NULL;
 #ifdef MADV_HUGEPAGE
-    if (padded >= HUGE_MIN)
-        madvise(p, padded, MADV_HUGEPAGE);
+    if (*padded >= HUGE_MIN)
+        madvise(p, *padded, MADV_HUGEPAGE);
 #endif
-    memset(p, 0, padded);
+    return p;
+}
+
+void *mt_mem_host_reserve(size_t bytes)
+{
+    size_t padded;
+    return reserve(bytes, &padded);
+}
+
+void *mt_mem_host_alloc(size_t bytes)
+{
+    size_t padded;
+    void *p = reserve(bytes, &padded);
+    if (p)
+        memset(p, 0, padded);
     return p;
 }
 

@@ -47,6 +47,10 @@ void mt_mem_init(MtMem *mem);
  * kernel allows it, zeroed and pre-touched; and their free. */
 void *mt_mem_host_alloc(size_t bytes);
 void mt_mem_host_free(void *ptr, size_t bytes);
+/* The same, neither zeroed nor touched: a large buffer filled from its start, whose pages
+ * the kernel maps in huge pages as they are first written (free(): it is malloc's).  NULL
+ * when out of memory. */
+void *mt_mem_host_reserve(size_t bytes);
 /* The device the allocations come from (before the first one). */
 void mt_mem_use(MtMem *mem, MtMemAllocFn alloc_fn, MtMemFreeFn free_fn);
 /* Returns zeroed, aligned memory owned by the caller (free with mt_mem_free), or NULL. */

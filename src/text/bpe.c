@@ -585,6 +585,13 @@ int64_t mt_bpe_encode_threads(const MtBpe *b, const unsigned char *text, int64_t
     for (int i = 0; i < b->nspecial; i++)
         if (allow_special && strchr(b->special[i], ' '))
             parts = 1; /* a special's text could span a cut */
+    if (n > *cap) { /* at most an id a byte: room for all, in huge pages, before any is written */
+        int32_t *x = mt_mem_host_reserve(sizeof(int32_t) * (size_t)n);
+        MT_ASSERT(x, "out of memory for %lld token ids", (long long)n);
+        free(*ids);
+        *ids = x;
+        *cap = n;
+    }
     if (parts == 1)
         return mt_bpe_encode(b, text, n, allow_special, ids, cap);
     int64_t *at = malloc(sizeof(int64_t) * (size_t)(parts + 1));
@@ -597,19 +604,20 @@ int64_t mt_bpe_encode_threads(const MtBpe *b, const unsigned char *text, int64_t
         at[k] = c > at[k - 1] ? c : at[k - 1];
     }
     at[parts] = n;
+    /* part k writes its ids where its text starts (room for an id a byte), then they move
+     * down into place, in order */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int k = 0; k < parts; k++)
-        pn[k] = mt_bpe_encode(b, text + at[k], at[k + 1] - at[k], allow_special, &pid[k], &pcap[k]);
-    int64_t total = 0;
-    for (int k = 0; k < parts; k++)
-        total += pn[k];
-    MT_ASSERT(grow(ids, cap, total > 0 ? total : 1), "out of memory for %lld token ids", (long long)total);
-    int64_t k0 = 0;
     for (int k = 0; k < parts; k++) {
-        if (pn[k])
-            memcpy(*ids + k0, pid[k], sizeof(int32_t) * (size_t)pn[k]);
-        k0 += pn[k];
-        free(pid[k]);
+        pid[k] = *ids + at[k];
+        pcap[k] = at[k + 1] - at[k];
+        pn[k] = mt_bpe_encode(b, text + at[k], at[k + 1] - at[k], allow_special, &pid[k], &pcap[k]);
+        MT_ASSERT(pid[k] == *ids + at[k], "part %d's ids outgrew its text", k);
+    }
+    int64_t total = 0;
+    for (int k = 0; k < parts; k++) {
+        if (pn[k] && total != at[k])
+            memmove(*ids + total, pid[k], sizeof(int32_t) * (size_t)pn[k]);
+        total += pn[k];
     }
     free(at);
     free(pid);
