@@ -392,17 +392,48 @@ static int ent_cmp(const void *x, const void *y)
                                 : (a->stamp > b->stamp) - (a->stamp < b->stamp);
 }
 
-static void bucket_push(Bucket *bk, int32_t r, int start, int stamp, int32_t *low)
+/* the buckets of one long piece: one per rank, the ranks that hold entries as bits (so the
+ * next one is found a word at a time) and the ranks that have storage (what to free): a
+ * piece of a few hundred bytes does not pay for every rank of the vocabulary */
+typedef struct {
+    Bucket *bk;
+    uint64_t *live;
+    int32_t *used;
+    int32_t nused, capused, V;
+} Pairs;
+
+static void bucket_push(Pairs *ps, int32_t r, int start, int stamp, int32_t *low)
 {
-    Bucket *q = &bk[r];
+    Bucket *q = &ps->bk[r];
     if (q->n == q->cap) {
+        if (q->cap == 0) {
+            if (ps->nused == ps->capused) {
+                ps->capused = ps->capused ? 2 * ps->capused : 64;
+                ps->used = realloc(ps->used, sizeof(int32_t) * (size_t)ps->capused);
+                MT_ASSERT(ps->used, "out of memory to merge a long piece");
+            }
+            ps->used[ps->nused++] = r;
+        }
         q->cap = q->cap ? 2 * q->cap : 8;
         q->e = realloc(q->e, sizeof(Ent) * (size_t)q->cap);
         MT_ASSERT(q->e, "out of memory to merge a long piece");
     }
     q->unsorted |= q->n > 0 && start < q->e[q->n - 1].start;
     q->e[q->n++] = (Ent){start, stamp};
+    ps->live[r >> 6] |= (uint64_t)1 << (r & 63);
     *low = r < *low ? r : *low;
+}
+
+/* the lowest rank >= r whose bucket holds entries; V if none */
+static int32_t next_live(const Pairs *ps, int32_t r)
+{
+    int32_t w = r >> 6, nw = (ps->V + 63) >> 6;
+    if (r >= ps->V)
+        return ps->V;
+    uint64_t bits = ps->live[w] & (~(uint64_t)0 << (r & 63));
+    while (!bits && ++w < nw)
+        bits = ps->live[w];
+    return bits ? (int32_t)(w * 64 + __builtin_ctzll(bits)) : ps->V;
 }
 
 /* part i of a long piece: bytes [i, nxt) while alive, the previous live part, the stamp of
@@ -416,22 +447,20 @@ static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t 
     size_t bytes = sizeof(Part) * (size_t)(len + 1); /* len: the end */
     Part *pt = mt_mem_host_alloc(bytes);              /* huge pages: a first touch here costs more than the merge */
     int32_t V = b->cap, low = V; /* no bucket below `low` holds an entry */
-    Bucket *bk = calloc((size_t)V, sizeof(Bucket));
-    MT_ASSERT(pt && bk, "out of memory to merge a piece of %d bytes", len);
+    Pairs ps = {calloc((size_t)V, sizeof(Bucket)), calloc((size_t)(V + 63) / 64, sizeof(uint64_t)), NULL, 0, 0, V};
+    Pairs *pp = &ps;
+    Bucket *bk = ps.bk;
+    MT_ASSERT(pt && bk && ps.live, "out of memory to merge a piece of %d bytes", len);
     for (int i = 0; i <= len; i++)
         pt[i] = (Part){i + 1, i - 1, 0};
     for (int i = 0; i + 2 <= len; i++) {
         int32_t r = mt_bpe_rank(b, p + i, 2);
         if (r >= 0)
-            bucket_push(bk, r, i, 0, &low);
+            bucket_push(pp, r, i, 0, &low);
     }
-    while (low < V) {
+    while ((low = next_live(pp, low)) < V) {
         int32_t r = low;
         Bucket *q = &bk[r];
-        if (q->n == 0) {
-            low++;
-            continue;
-        }
         if (q->unsorted)
             qsort(q->e, (size_t)q->n, sizeof(Ent), ent_cmp);
         q->unsorted = 0;
@@ -450,27 +479,29 @@ static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t 
             if (a->nxt < len) { /* the pair (i, next) */
                 int32_t r2 = mt_bpe_rank(b, p + i, pt[a->nxt].nxt - i);
                 if (r2 >= 0)
-                    bucket_push(bk, r2, i, a->stamp, &low);
+                    bucket_push(pp, r2, i, a->stamp, &low);
             }
             if (a->prv >= 0) { /* the pair (previous, i) */
                 Part *c = &pt[a->prv];
                 c->stamp++;
                 int32_t r2 = mt_bpe_rank(b, p + a->prv, a->nxt - a->prv);
                 if (r2 >= 0)
-                    bucket_push(bk, r2, a->prv, c->stamp, &low);
+                    bucket_push(pp, r2, a->prv, c->stamp, &low);
             }
         }
         /* the bucket's entries taken leave it; a lower rank pushed meanwhile goes first */
         q = &bk[r];
         memmove(q->e, q->e + e, sizeof(Ent) * (size_t)(q->n - e));
         q->n -= e;
-        if (low == r && q->n == 0)
-            low++;
+        if (q->n == 0)
+            ps.live[r >> 6] &= ~((uint64_t)1 << (r & 63));
     }
     for (int i = 0; i < len; i = pt[i].nxt)
         out[(*k)++] = mt_bpe_rank(b, p + i, pt[i].nxt - i);
-    for (int32_t r = 0; r < V; r++)
-        free(bk[r].e);
+    for (int32_t u = 0; u < ps.nused; u++)
+        free(bk[ps.used[u]].e);
+    free(ps.used);
+    free(ps.live);
     free(bk);
     mt_mem_host_free(pt, bytes);
 }
