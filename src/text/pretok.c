@@ -38,6 +38,7 @@ static int class_of(uint32_t cp)
 
 static unsigned char bmp[0x10000]; /* the tables' classes of the Basic Multilingual Plane, filled once */
 static pthread_once_t bmp_once = PTHREAD_ONCE_INIT;
+static int bmp_ready;                /* set (release) once bmp is filled: the hot path skips pthread_once */
 
 static void fill_bmp(void)
 {
@@ -50,12 +51,14 @@ static void fill_bmp(void)
                 if (bmp[cp] == MT_UNI_OTHER)
                     bmp[cp] = (unsigned char)cls[c];
     }
+    __atomic_store_n(&bmp_ready, 1, __ATOMIC_RELEASE);
 }
 
 int mt_uni_class(uint32_t cp)
 {
     if (cp < 0x10000) {
-        pthread_once(&bmp_once, fill_bmp);
+        if (!__atomic_load_n(&bmp_ready, __ATOMIC_ACQUIRE))
+            pthread_once(&bmp_once, fill_bmp);
         return bmp[cp];
     }
     return class_of(cp);
