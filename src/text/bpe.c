@@ -445,10 +445,9 @@ typedef struct {
 static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t *out, int64_t *k)
 {
     size_t bytes = sizeof(Part) * (size_t)(len + 1); /* len: the end */
-    Part *pt = mt_mem_host_alloc(bytes);              /* huge pages: a first touch here costs more than the merge */
+    Part *pt = mt_mem_host_reserve(bytes); /* huge pages, every element set below: a first touch costs more than the merge */
     int32_t V = b->cap, low = V; /* no bucket below `low` holds an entry */
     Pairs ps = {calloc((size_t)V, sizeof(Bucket)), calloc((size_t)(V + 63) / 64, sizeof(uint64_t)), NULL, 0, 0, V};
-    Pairs *pp = &ps;
     Bucket *bk = ps.bk;
     MT_ASSERT(pt && bk && ps.live, "out of memory to merge a piece of %d bytes", len);
     for (int i = 0; i <= len; i++)
@@ -456,9 +455,9 @@ static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t 
     for (int i = 0; i + 2 <= len; i++) {
         int32_t r = mt_bpe_rank(b, p + i, 2);
         if (r >= 0)
-            bucket_push(pp, r, i, 0, &low);
+            bucket_push(&ps, r, i, 0, &low);
     }
-    while ((low = next_live(pp, low)) < V) {
+    while ((low = next_live(&ps, low)) < V) {
         int32_t r = low;
         Bucket *q = &bk[r];
         if (q->unsorted)
@@ -479,14 +478,14 @@ static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t 
             if (a->nxt < len) { /* the pair (i, next) */
                 int32_t r2 = mt_bpe_rank(b, p + i, pt[a->nxt].nxt - i);
                 if (r2 >= 0)
-                    bucket_push(pp, r2, i, a->stamp, &low);
+                    bucket_push(&ps, r2, i, a->stamp, &low);
             }
             if (a->prv >= 0) { /* the pair (previous, i) */
                 Part *c = &pt[a->prv];
                 c->stamp++;
                 int32_t r2 = mt_bpe_rank(b, p + a->prv, a->nxt - a->prv);
                 if (r2 >= 0)
-                    bucket_push(pp, r2, a->prv, c->stamp, &low);
+                    bucket_push(&ps, r2, a->prv, c->stamp, &low);
             }
         }
         /* the bucket's entries taken leave it; a lower rank pushed meanwhile goes first */
@@ -503,7 +502,7 @@ static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t 
     free(ps.used);
     free(ps.live);
     free(bk);
-    mt_mem_host_free(pt, bytes);
+    free(pt);
 }
 
 void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int heap, int32_t *out, int64_t *k)

@@ -203,11 +203,11 @@ MtStatus mt_trainer_init(MtTrainer *tr, const MtTrainConfig *tc)
         int64_t want = mt_acts_floats_shape(cfg, tc->micro, tc->seq, tc->threads, &sh) * 4;
         return alloc_failed(tr, "activations", (size_t)want);
     }
-    if (mt_trainer_esum_floats(tc) > 0) { /* the block's embedding rows (MtEmbSum) */
-        int64_t N = (int64_t)tc->micro * tc->seq, Vl = mt_trainer_vocab_rows(tc);
-        if (mt_embsum_init(&tr->esum, &tr->mem, mt_trainer_vocab_first(tc), Vl, cfg->C,
-                           mt_trainer_esum_floats(tc) / cfg->C, N, MT_EMBSUM_OWN) != MT_OK)
-            return alloc_failed(tr, "embedding's gradient rows", sizeof(float) * (size_t)mt_trainer_esum_floats(tc));
+    int64_t erows = mt_trainer_esum_floats(tc);
+    if (erows > 0) { /* the block's embedding rows (MtEmbSum) */
+        if (mt_embsum_init(&tr->esum, &tr->mem, mt_trainer_vocab_first(tc), mt_trainer_vocab_rows(tc), cfg->C,
+                           erows / cfg->C, (int64_t)tc->micro * tc->seq, MT_EMBSUM_OWN) != MT_OK)
+            return alloc_failed(tr, "embedding's gradient rows", sizeof(float) * (size_t)erows);
     }
     if (tc->params_len > 0)
         return MT_OK; /* sharded: views and values are the technique's */
