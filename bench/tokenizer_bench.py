@@ -93,7 +93,7 @@ def meshtrain_s(mt, vocab, path, reps):
         best = 1e9
         for _ in range(reps):
             t0 = time.perf_counter()
-            r = subprocess.run(["/usr/bin/time", "-f", "%M", mt, "tokenizer", "encode", "--tokenizer", vocab, "--input", p,
+            r = subprocess.run(["/usr/bin/time", "-f", "%M", mt, "tokenizer", "encode", "--threads", "1", "--tokenizer", vocab, "--input", p,
                                 "--format", "u32", "--out", p + ".u32"], check=True, stderr=subprocess.PIPE, text=True)
             best = min(best, time.perf_counter() - t0)
             PEAK[p] = int(r.stderr.strip().splitlines()[-1]) / 1024

@@ -7,7 +7,9 @@
 # file, a missing one, broken Hugging Face files, an id outside the vocabulary, ids that
 # are not numbers, a bad --format, an existing --out): exit 2, one line, nothing written.
 # Into training: prepare --tokenizer writes the vocabulary's tokens (the same on 1, 2 and 3
-# threads; several inputs as documents separated by <|endoftext|>) and DIR/tokenizer; train
+# threads, as tokenizer encode's; several inputs as documents separated by <|endoftext|>) and
+# DIR/tokenizer, staged and committed with nothing left behind (a vocabulary whose files
+# cannot be written: exit 2, nothing written); train
 # takes the model's vocabulary from the data (and refuses a smaller --vocab), and its
 # checkpoints carry the tokenizer files, with <|endoftext|> as bos and eos in config.json;
 # eval --text and sample read and write text through the checkpoint's tokenizer.
@@ -103,6 +105,28 @@ for t in 1 2 3; do
 done
 cmp -s "$T/p1/train.bin" "$T/p2/train.bin" && cmp -s "$T/p1/train.bin" "$T/p3/train.bin" && cmp -s "$T/p1/val.bin" "$T/p3/val.bin" \
   && pass || fail "prepare: --threads 2 or 3 gave other tokens than one thread"
+# tokenizer encode on several threads: the ids of one
+for t in 1 2 3; do
+  $MT_BIN tokenizer encode --tokenizer "$v" --input "$T/big.txt" --format u32 --out "$T/e$t.u32" --threads $t || fail "encode --threads $t"
+done
+cmp -s "$T/e1.u32" "$T/e2.u32" && cmp -s "$T/e1.u32" "$T/e3.u32" && [ -s "$T/e1.u32" ] && pass \
+  || fail "tokenizer encode: --threads 2 or 3 gave other ids than one thread"
+# the tokenizer directory is staged beside the data and committed: nothing of it is left
+# behind, over a new directory (staged beside it) or an existing one (--force: inside it)
+ls -a "$T" | grep -q "tmp-" && fail "a staging directory was left beside the data: $(ls -a "$T" | grep tmp-)" || pass
+$MT_BIN prepare --input "$T/big.txt" --out "$T/p2" --tokenizer "$v" --threads 2 --force > /dev/null || fail "prepare --force"
+ls -a "$T/p2" "$T" | grep -q "tmp-" && fail "prepare --force left a staging directory" || pass
+cmp -s "$T/p1/train.bin" "$T/p2/train.bin" && cmp -s "$T/data/tokenizer/tokenizer.json" "$T/p2/tokenizer/tokenizer.json" && pass \
+  || fail "prepare --force: other tokens or tokenizer files"
+# a vocabulary whose tokenizer files cannot be written (a token no merge of lower ranks
+# reaches), found while 1.5 MB is encoded on two threads: exit 2, one line, nothing written
+{ head -256 "$v"; printf 'YWJj 256\n'; } > "$T/unreach.tiktoken"
+expect_bad_input "prepare with a token no merge reaches" $MT_BIN prepare --input "$T/big.txt" --out "$T/no18" \
+  --tokenizer "$T/unreach.tiktoken" --threads 2
+grep -q "not reachable" "$T/err" && pass || fail "the unreachable token: $(cat "$T/err")"
+ls -a "$T" | grep -q "no18" && fail "a staging directory of no18 was left: $(ls -a "$T" | grep no18)" || pass
+touch "$T/afile"
+expect_bad_input "prepare --out a file" $MT_BIN prepare --input "$T/text.txt" --out "$T/afile" --tokenizer "$v"
 # read a chunk at a time (--read-mb 1: the 1.5 MB text in two chunks, cut where a piece
 # always ends): the tokens of the whole text, as `tokenizer encode` gives them, on 1 and 2 threads
 $MT_BIN tokenizer encode --tokenizer "$v" --input "$T/big.txt" --format u16 --out "$T/big.u16"
@@ -146,5 +170,5 @@ expect_bad_input "a --vocab smaller than the data's" $MT_BIN train --data "$T/da
 expect_bad_input "prepare with a broken tokenizer" $MT_BIN prepare --input "$T/text.txt" --out "$T/no15" --tokenizer "$T/b64.tiktoken"
 mkdir "$T/empty"
 expect_bad_input "a directory without tokenizer files" $MT_BIN tokenizer encode --tokenizer "$T/empty" --out "$T/no14" < /dev/null
-for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do [ -e "$T/no$i" ] && fail "a bad input wrote $T/no$i" || pass; done
+for i in $(seq 1 18); do [ -e "$T/no$i" ] && fail "a bad input wrote $T/no$i" || pass; done
 finish

@@ -1,8 +1,9 @@
 /* test_text.c - the tokenizer's pieces without GPT-2's vocabulary (issue 27, mt_text.h):
  * the Unicode classes from the generated tables, strict UTF-8, the pre-tokenizer on every
  * alternative of GPT-2's pattern (its pieces written out by hand from the pattern's
- * leftmost-first rules), the in-place merge and the heap merge giving the same ids on random
- * vocabularies and pieces, the tiktoken reader on good and broken files, and the round trip
+ * leftmost-first rules), the in-place merge and the long merge giving the same ids on random
+ * vocabularies and pieces (the long one also against a plain quadratic merge, with tokens
+ * of 255 bytes and more), the tiktoken reader on good and broken files, and the round trip
  * decode(encode(x)) == x on random byte strings, invalid UTF-8 included.  The ids against
  * tiktoken itself, on GPT-2's vocabulary, are tests/sh_tokenizer.sh's. */
 #include <stdio.h>
@@ -43,8 +44,11 @@ static uint32_t next(void)
     return (uint32_t)rng;
 }
 
-/* a byte-level vocabulary: the 256 bytes, then `merges` random pairs of earlier tokens */
-static MtBpe *random_vocab(int merges, const unsigned char *alphabet, int na)
+/* a byte-level vocabulary: the 256 bytes, then `merges` random pairs of earlier tokens of
+ * at most `maxlen` bytes together; `recent`: first the alphabet's first two letters doubled
+ * (aa, aaaa, ... up to maxlen: long runs make long tokens), then half the picks among the
+ * last 16 tokens */
+static MtBpe *random_vocab_of(int merges, const unsigned char *alphabet, int na, int maxlen, int recent)
 {
     MtBpe *b = mt_bpe_new(256 + merges);
     unsigned char *tok[256 + 4096];
@@ -56,14 +60,26 @@ static MtBpe *random_vocab(int merges, const unsigned char *alphabet, int na)
         MT_ASSERT(mt_bpe_add(b, tok[i], 1, i) == MT_OK, "byte %d", i);
     }
     int n = 256;
+    for (int x = 0; recent && x < 2; x++)
+        for (int L = 2; L <= maxlen && n < 256 + merges; L *= 2) {
+            tok[n] = malloc((size_t)L);
+            memset(tok[n], alphabet[x], (size_t)L);
+            len[n] = L;
+            MT_ASSERT(mt_bpe_add(b, tok[n], L, n) == MT_OK, "run %d", L);
+            n++;
+        }
     while (n < 256 + merges) {
         int a = (int)(next() % (unsigned)n), c = (int)(next() % (unsigned)n);
+        if (recent && n > 272 && next() % 2)
+            a = n - 1 - (int)(next() % 16);
+        if (recent && n > 272 && next() % 2)
+            c = n - 1 - (int)(next() % 16);
         if (len[a] == 1 && !memchr(alphabet, tok[a][0], (size_t)na))
             a = alphabet[next() % (unsigned)na];
         if (len[c] == 1 && !memchr(alphabet, tok[c][0], (size_t)na))
             c = alphabet[next() % (unsigned)na];
         int L = len[a] + len[c];
-        if (L > 24)
+        if (L > maxlen)
             continue;
         unsigned char *t = malloc((size_t)L);
         memcpy(t, tok[a], (size_t)len[a]);
@@ -79,6 +95,39 @@ static MtBpe *random_vocab(int merges, const unsigned char *alphabet, int na)
     for (int i = 0; i < n; i++)
         free(tok[i]);
     return b;
+}
+
+static MtBpe *random_vocab(int merges, const unsigned char *alphabet, int na)
+{
+    return random_vocab_of(merges, alphabet, na, 24, 0);
+}
+
+/* tiktoken's merge written plainly (quadratic): the lowest rank of two neighbouring parts
+ * joined, the leftmost on a tie, until no two parts join into a token */
+static int64_t plain_merge(const MtBpe *b, const unsigned char *p, int n, int32_t *out)
+{
+    int *start = malloc(sizeof(int) * (size_t)(n + 1)), m = n + 1;
+    for (int i = 0; i <= n; i++)
+        start[i] = i;
+    for (;;) {
+        int best = -1;
+        int32_t br = INT32_MAX;
+        for (int i = 0; i + 2 < m; i++) {
+            int32_t r = mt_bpe_rank(b, p + start[i], start[i + 2] - start[i]);
+            if (r >= 0 && r < br) {
+                br = r;
+                best = i;
+            }
+        }
+        if (best < 0)
+            break;
+        memmove(start + best + 1, start + best + 2, sizeof(int) * (size_t)(m - best - 2));
+        m--;
+    }
+    for (int i = 0; i + 1 < m; i++)
+        out[i] = mt_bpe_rank(b, p + start[i], start[i + 1] - start[i]);
+    free(start);
+    return m - 1;
 }
 
 static void write_file(const char *path, const char *text)
@@ -170,7 +219,45 @@ int main(void)
             agree &= nb == n && memcmp(back, p, (size_t)n) == 0;
             free(back);
         }
-        CHECK(agree, "vocabulary %d: the in-place and the heap merge differ, or the ids do not spell the piece", v);
+        CHECK(agree, "vocabulary %d: the in-place and the long merge differ, or the ids do not spell the piece", v);
+        mt_bpe_free(b);
+    }
+
+    /* the long merge against the plain one on long pieces, with tokens up to 1500 bytes (a
+     * part of 255 bytes and more is stored apart) */
+    for (int v = 0; v < 3; v++) {
+        MtBpe *b = random_vocab_of(400 + 600 * v, (const unsigned char *)"ab", 2, 1500, 1);
+        int agree = 1, longest = 0;
+        for (int t = 0; t < 4; t++) {
+            int n = 1000 + (int)(next() % 3000);
+            unsigned char *p = malloc((size_t)n);
+            for (int i = 0; i < n;) { /* runs of one letter and copies of long tokens */
+                const unsigned char *tb;
+                int tl, id = 256 + (int)(next() % (unsigned)(mt_bpe_vocab(b) - 256));
+                if (next() % 2 && mt_bpe_token(b, id, &tb, &tl))
+                    for (int j = 0; j < tl && i < n; j++)
+                        p[i++] = tb[j];
+                else
+                    for (int j = 0, r = 1 + (int)(next() % 1200); j < r && i < n; j++)
+                        p[i++] = "ab"[next() % 2 * (t % 2)];
+            }
+            int32_t *a = malloc(sizeof(int32_t) * (size_t)n), *c = malloc(sizeof(int32_t) * (size_t)n);
+            int64_t ka = plain_merge(b, p, n, a), kc = 0;
+            mt_bpe_merge(b, p, n, 1, c, &kc);
+            agree &= ka == kc && memcmp(a, c, sizeof(int32_t) * (size_t)ka) == 0;
+            for (int64_t i = 0; i < ka; i++) {
+                const unsigned char *tb;
+                int tl;
+                if (mt_bpe_token(b, a[i], &tb, &tl) && tl > longest)
+                    longest = tl;
+            }
+            free(p);
+            free(a);
+            free(c);
+        }
+        CHECK(agree, "vocabulary %d of long tokens: the long merge differs from the plain one", v);
+        CHECK(v == 0 || longest >= 255, "vocabulary %d: no token of 255 bytes or more was used (longest %d)", v,
+              longest);
         mt_bpe_free(b);
     }
 

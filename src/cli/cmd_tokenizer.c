@@ -14,6 +14,7 @@
 #include "flags.h"
 #include "mt_cli.h"
 #include "mt_fsutil.h"
+#include "mt_mem.h"
 #include "mt_text.h"
 
 /* the whole of a file (mt_file_read), or of stdin for "-" */
@@ -47,6 +48,12 @@ static MtStatus read_all(const char *path, unsigned char **out, int64_t *n)
     *out = b;
     *n = len;
     return MT_OK;
+}
+
+/* the encoder's take (MtEncodeThreads): the ids into place in the array at arg */
+static void take_ids(void *arg, const int32_t *ids, int64_t n, int64_t at)
+{
+    memcpy((int32_t *)arg + at, ids, sizeof(int32_t) * (size_t)n);
 }
 
 static int format_of(const char *s)
@@ -250,7 +257,7 @@ int mt_cmd_tokenizer(int argc, char **argv)
         return 0;
     }
     const char *tok = NULL, *input = "-", *out = "-", *format = "text";
-    int no_special = 0, dry = 0, done;
+    int no_special = 0, dry = 0, done, threads = 0;
     Flag flags[] = {
         {"tokenizer", FLAG_STR, &tok, "the vocabulary: a directory (tokenizer.json, or vocab.json + merges.txt), a "
          "tokenizer.json, or a tiktoken rank file (GPT-2's: scripts/get-gpt2-tokenizer.sh)", "PATH", 1},
@@ -260,12 +267,14 @@ int mt_cmd_tokenizer(int argc, char **argv)
          "text|u16|u32"},
         {"no-special", FLAG_BOOL, &no_special,
          "encode the text of <|endoftext|> as text (tiktoken's disallowed_special=()); by default it is the token"},
+        {"threads", FLAG_INT, &threads, "threads that encode (the text cut where a piece always ends); the ids do not "
+         "depend on it (0: OMP_NUM_THREADS if set, else this machine's cores)"},
         {"dry-run", FLAG_BOOL, &dry, MT_HELP_DRY_RUN},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
-    if (!encode) { /* --no-special is encode's: --dry-run takes its place */
-        flags[n - 2] = flags[n - 1];
-        n--;
+    if (!encode) { /* --no-special and --threads are encode's: --dry-run takes their place */
+        flags[n - 3] = flags[n - 1];
+        n -= 2;
     }
     char cmd[32];
     snprintf(cmd, sizeof cmd, "tokenizer %s", sub);
@@ -280,6 +289,8 @@ int mt_cmd_tokenizer(int argc, char **argv)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain %s: --tokenizer FILE is required", cmd));
     if (fmt < 0)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain %s: --format %s is not text, u16 or u32", cmd, format));
+    if ((threads = mt_cli_threads(threads, 1)) < 1)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain %s: --threads must be >= 0", cmd));
     MtBpe *b;
     MtStatus s = mt_bpe_load(tok, &b);
     if (s != MT_OK)
@@ -303,9 +314,17 @@ int mt_cmd_tokenizer(int argc, char **argv)
     int64_t nids = 0, cap = 0;
     unsigned char *bytes = NULL;
     int64_t nbytes = 0;
-    if (encode)
+    if (encode && threads == 1)
         nids = mt_bpe_encode(b, in, len, !no_special, &ids, &cap);
-    else {
+    else if (encode) { /* the ids gathered from the parts' scratch into their own array */
+        int32_t *scratch = NULL;
+        int64_t scap = 0;
+        ids = mt_mem_host_reserve(sizeof(int32_t) * (size_t)(len > 0 ? len : 1));
+        MT_ASSERT(ids, "out of memory for %lld token ids", (long long)len);
+        MtEncodeThreads how = {threads, take_ids, ids, NULL, NULL};
+        nids = mt_bpe_encode_threads(b, in, len, !no_special, &how, &scratch, &scap);
+        free(scratch);
+    } else {
         if ((s = parse_ids(in, len, fmt, &ids, &nids)) == MT_OK) {
             int64_t bad;
             nbytes = mt_bpe_decode(b, ids, nids, &bytes, &cap, &bad);

@@ -1,7 +1,7 @@
 /* cmd_tools.c - `meshtrain prepare`, `eval`, `sample`, `bench`, and shared set-up. */
 #include <errno.h>
-#include <pthread.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,7 +115,8 @@ typedef struct {
     int w;
 } Packed;
 
-static int pack(Packed *o, const int32_t *ids, const unsigned char *bytes, int64_t n)
+/* room in o for n more tokens */
+static int room(Packed *o, int64_t n)
 {
     if ((o->n + n) * o->w > o->cap) {
         int64_t cap = o->cap ? o->cap : 1 << 20;
@@ -127,14 +128,103 @@ static int pack(Packed *o, const int32_t *ids, const unsigned char *bytes, int64
         o->p = p;
         o->cap = cap;
     }
-    unsigned char *d = o->p + o->n * o->w;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t v = ids ? (uint32_t)ids[i] : bytes[i];
-        for (int j = 0; j < o->w; j++)
-            d[i * o->w + j] = (unsigned char)(v >> (8 * j));
+    return 1;
+}
+
+/* n tokens (ids, or else bytes) written at d, w bytes each, little-endian whatever
+ * the machine's order (a loop per width) */
+static void pack_at(unsigned char *d, int w, const int32_t *ids, const unsigned char *bytes, int64_t n)
+{
+#define PACK(W)                                                 \
+    for (int64_t i = 0; i < n; i++) {                           \
+        uint32_t v = ids ? (uint32_t)ids[i] : bytes[i];         \
+        for (int j = 0; j < (W); j++)                           \
+            d[i * (W) + j] = (unsigned char)(v >> (8 * j));     \
     }
+    if (w == 1)
+        PACK(1)
+    else if (w == 2)
+        PACK(2)
+    else
+        PACK(4)
+#undef PACK
+}
+
+/* n tokens (ids, or else bytes) appended to o */
+static int pack(Packed *o, const int32_t *ids, const unsigned char *bytes, int64_t n)
+{
+    if (!room(o, n))
+        return 0;
+    pack_at(o->p + o->n * o->w, o->w, ids, bytes, n);
     o->n += n;
     return 1;
+}
+
+/* the encoder's take (MtEncodeThreads): ids packed at their place after o's n tokens (room
+ * made first; o->n moves once all are taken) */
+static void take_packed(void *arg, const int32_t *ids, int64_t n, int64_t at)
+{
+    Packed *o = arg;
+    pack_at(o->p + (o->n + at) * o->w, o->w, ids, NULL, n);
+}
+
+/* DIR/tokenizer, made beside the encoding: the files rendered on one of its threads (the
+ * first chunk's side job), then written into a staging directory beside DIR and made
+ * durable on a thread of their own (its fsyncs wait for the disk, not a core); once the
+ * tokens are written, the staging directory is committed into place (or removed) */
+typedef struct {
+    const MtBpe *bpe;
+    MtBuf files[MT_HF_NFILES];
+    char dir[4300], near[4300]; /* DIR/tokenizer; what the staging directory is named after: DIR/tokenizer if DIR
+                                 * exists, else DIR.tokenizer beside it (DIR is made once the tokens are) */
+    char stage[4400];           /* the staging directory ("": none made) */
+    MtStatus s;
+    int rendered, writing;
+    pthread_t writer;
+    char msg[1024]; /* the error, said again on the thread that reports it */
+} TokDir;
+
+static void *tokdir_write(void *arg)
+{
+    TokDir *t = arg;
+    if ((t->s = mt_bpe_put_hf(t->files, t->stage)) == MT_OK)
+        t->s = mt_dir_sync(t->stage);
+    if (t->s != MT_OK)
+        snprintf(t->msg, sizeof t->msg, "%s", mt_error_msg());
+    return NULL;
+}
+
+static void tokdir_render(void *arg)
+{
+    TokDir *t = arg;
+    t->rendered = 1;
+    if ((t->s = mt_bpe_render_hf(t->bpe, t->files)) != MT_OK ||
+        (t->s = mt_dir_stage(t->near, t->stage, sizeof t->stage)) != MT_OK) {
+        t->stage[0] = 0;
+        snprintf(t->msg, sizeof t->msg, "%s", mt_error_msg());
+        return;
+    }
+    t->writing = pthread_create(&t->writer, NULL, tokdir_write, t) == 0;
+    if (!t->writing)
+        tokdir_write(t);
+}
+
+/* DIR/tokenizer's end: waits for its writer, then commits it into place (commit 1) or
+ * removes the staging directory; its status */
+static MtStatus tokdir_end(TokDir *t, int commit)
+{
+    if (t->writing)
+        pthread_join(t->writer, NULL);
+    t->writing = 0;
+    MtStatus s = t->s != MT_OK ? mt_error(t->s, "%s", t->msg) : MT_OK;
+    if (s == MT_OK && commit && t->stage[0])
+        s = mt_dir_commit(t->stage, t->dir);
+    else if (t->stage[0])
+        mt_dir_remove(t->stage);
+    t->stage[0] = 0;
+    for (int i = 0; i < MT_HF_NFILES; i++) /* (put frees them; freed twice is a no-op) */
+        mt_buf_free(&t->files[i]);
+    return s;
 }
 
 /* The tokens of the inputs in order into out: each read `chunk` bytes at a time; with a
@@ -144,7 +234,7 @@ static int pack(Packed *o, const int32_t *ids, const unsigned char *bytes, int64
  * follows it; without, the files are one text.  Memory: a chunk of text and its ids, and
  * the packed output, whatever the inputs' sizes. */
 static MtStatus encode_inputs(const FlagStrs *in, const MtBpe *bpe, int32_t eot, int threads, int64_t chunk,
-                              Packed *out)
+                              TokDir *tokdir, Packed *out)
 {
     unsigned char *buf = NULL;
     int32_t *ids = NULL;
@@ -192,8 +282,14 @@ static MtStatus encode_inputs(const FlagStrs *in, const MtBpe *bpe, int32_t eot,
             }
             if (!last && (cut = mt_bpe_cut_after(buf, len, len - (len < 2 * chunk ? len : 2 * chunk) / 4)) == len)
                 continue; /* no cut point yet: read more */
-            int64_t k = mt_bpe_encode_threads(bpe, buf, cut, 1, threads, &ids, &icap);
-            if (!pack(out, ids, NULL, k) || (last && eot >= 0 && i < in->n - 1 && !pack(out, &eot, NULL, 1)))
+            MtEncodeThreads how = {threads, take_packed, out, tokdir && !tokdir->rendered ? tokdir_render : NULL,
+                                   tokdir};
+            if (!room(out, cut)) { /* an id a byte at most */
+                s = mt_error(MT_ENOMEM, "out of memory for the tokens");
+                break;
+            }
+            out->n += mt_bpe_encode_threads(bpe, buf, cut, 1, &how, &ids, &icap);
+            if (last && eot >= 0 && i < in->n - 1 && !pack(out, &eot, NULL, 1))
                 s = mt_error(MT_ENOMEM, "out of memory for the tokens");
             memmove(buf, buf + cut, (size_t)(len - cut));
             len -= cut;
@@ -203,21 +299,6 @@ static MtStatus encode_inputs(const FlagStrs *in, const MtBpe *bpe, int32_t eot,
     free(buf);
     free(ids);
     return s;
-}
-
-/* the tokenizer's files rendered while the text is encoded (with --threads > 1, on a thread
- * of their own) */
-typedef struct {
-    const MtBpe *bpe;
-    MtBuf files[MT_HF_NFILES];
-    MtStatus s;
-} Render;
-
-static void *render_hf(void *arg)
-{
-    Render *r = arg;
-    r->s = mt_bpe_render_hf(r->bpe, r->files);
-    return NULL;
 }
 
 int mt_cmd_prepare(int argc, char **argv)
@@ -256,6 +337,9 @@ int mt_cmd_prepare(int argc, char **argv)
     char tpath[4200], vpath[4200], tmp[4300];
     snprintf(tpath, sizeof tpath, "%s/train.bin", out);
     snprintf(vpath, sizeof vpath, "%s/val.bin", out);
+    struct stat ost;
+    if (lstat(out, &ost) == 0 && !S_ISDIR(ost.st_mode))
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: --out %s exists and is not a directory", out));
     if (!force && (access(tpath, F_OK) == 0 || access(vpath, F_OK) == 0))
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain prepare: %s already holds train.bin or val.bin "
                                     "(use --force to replace them)", out));
@@ -291,15 +375,21 @@ int mt_cmd_prepare(int argc, char **argv)
      * output is not copied as it grows */
     if ((tok.p = mt_mem_host_reserve((size_t)(most * tok.w + 1))))
         tok.cap = most * tok.w + 1;
-    Render render = {bpe, {{0}}, MT_OK};
-    pthread_t rt;
-    int rendering = bpe && threads > 1 && pthread_create(&rt, NULL, render_hf, &render) == 0;
-    if (bpe && !rendering)
-        render_hf(&render);
-    s = encode_inputs(&inputs, bpe, eot, threads, (int64_t)read_mb << 20, &tok);
-    if (rendering)
-        pthread_join(rt, NULL);
+    TokDir td = {.bpe = bpe, .s = MT_OK};
+    snprintf(td.dir, sizeof td.dir, "%s/tokenizer", out);
+    size_t ol = strlen(out);
+    while (ol > 1 && out[ol - 1] == '/')
+        ol--;
+    if (mt_path_exists(out))
+        snprintf(td.near, sizeof td.near, "%s", td.dir);
+    else
+        snprintf(td.near, sizeof td.near, "%.*s.tokenizer", (int)ol, out);
+    s = encode_inputs(&inputs, bpe, eot, threads, (int64_t)read_mb << 20, bpe ? &td : NULL, &tok);
     int64_t ntok = tok.n, nval = (int64_t)(ntok * (double)val_frac);
+    if (bpe && s == MT_OK && !td.rendered && ntok >= 64 && nval >= 2) /* (a text too short for parts) */
+        tokdir_render(&td);
+    if (bpe && s == MT_OK && td.s != MT_OK) /* a vocabulary whose merges cannot be written, or no room */
+        s = tokdir_end(&td, 0);
     int ok = s == MT_OK && ntok >= 64 && nval >= 2 && (mkdir(out, 0777) == 0 || errno == EEXIST);
     if (!ok) {
         s = s != MT_OK              ? mt_error_prefix(s, "meshtrain prepare")
@@ -307,13 +397,17 @@ int mt_cmd_prepare(int argc, char **argv)
                                                inputs.n > 1 ? " and the rest" : "", (long long)ntok)
                                     : mt_error(MT_EINPUT, "meshtrain prepare: cannot create %s: %s", out,
                                                strerror(errno));
+        if (bpe) { /* (its staging directory removed: the message said again after) */
+            char why[1024];
+            snprintf(why, sizeof why, "%s", mt_error_msg());
+            tokdir_end(&td, 0);
+            s = mt_error(s, "%s", why);
+        }
         free(tok.p);
         mt_bpe_free(bpe);
-        for (int i = 0; bpe && i < MT_HF_NFILES; i++)
-            mt_buf_free(&render.files[i]);
         return mt_cli_fail(s);
     }
-    /* each file is written beside its final name and renamed into place */
+    /* each token file is written beside its final name and renamed into place */
     snprintf(tmp, sizeof tmp, "%s.tmp", tpath);
     if ((s = mt_tokens_write_packed(tmp, tok.p, ntok - nval, vocab)) == MT_OK && rename(tmp, tpath) != 0)
         s = mt_error(MT_EIO, "cannot rename %s: %s", tmp, strerror(errno));
@@ -322,19 +416,11 @@ int mt_cmd_prepare(int argc, char **argv)
         rename(tmp, vpath) != 0)
         s = mt_error(MT_EIO, "cannot rename %s: %s", tmp, strerror(errno));
     free(tok.p);
-    /* the tokenizer goes with the tokens: DIR/tokenizer (replaced, through a staging directory) */
-    char tdir[4300];
-    snprintf(tdir, sizeof tdir, "%s/tokenizer", out);
-    if (s == MT_OK && bpe)
-        s = render.s;
-    if (s == MT_OK && bpe && (s = mt_dir_stage(tdir, tmp, sizeof tmp)) == MT_OK) {
-        if ((s = mt_bpe_put_hf(render.files, tmp)) == MT_OK)
-            s = mt_dir_commit(tmp, tdir);
-        else
-            mt_dir_remove(tmp);
+    /* the tokenizer goes with the tokens: DIR/tokenizer, replaced */
+    if (bpe) {
+        MtStatus st = tokdir_end(&td, s == MT_OK);
+        s = s == MT_OK ? st : s;
     }
-    for (int i = 0; bpe && i < MT_HF_NFILES; i++) /* (put frees them; freed twice is a no-op) */
-        mt_buf_free(&render.files[i]);
     mt_bpe_free(bpe);
     if (s != MT_OK)
         return mt_cli_fail(s);
@@ -343,7 +429,7 @@ int mt_cmd_prepare(int argc, char **argv)
                (long long)(ntok - nval), (long long)nval);
     else
         printf("prepared %s: %lld train tokens, %lld val tokens (byte-level BPE, vocab %u, tokenizer in %s)\n", out,
-               (long long)(ntok - nval), (long long)nval, vocab, tdir);
+               (long long)(ntok - nval), (long long)nval, vocab, td.dir);
     return 0;
 }
 

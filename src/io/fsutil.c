@@ -175,6 +175,14 @@ static MtStatus sync_tree(int fd, const char *path)
     return st;
 }
 
+MtStatus mt_dir_sync(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return mt_error(MT_EIO, "cannot open %s: %s", dir, strerror(errno));
+    return sync_tree(fd, dir);
+}
+
 static MtStatus sync_parent(const char *path)
 {
     char parent[4096];

@@ -35,6 +35,11 @@ MtStatus mt_dir_check_writable(const char *final_dir);
  * is not a directory); final_dir is then either untouched or already the new one. */
 MtStatus mt_dir_commit(const char *tmp_dir, const char *final_dir);
 
+/* fsyncs everything in dir and dir itself, as mt_dir_commit does first: a writer can make
+ * a staging directory durable early, beside other work (the commit's own fsyncs then find
+ * nothing left to write).  Failure: MT_EIO. */
+MtStatus mt_dir_sync(const char *dir);
+
 /* Removes a directory and everything in it, recursively, never following symbolic
  * links (a link is removed, not its target).  A missing directory is not an error.
  * Failure: MT_EIO (MT_EINPUT if `dir` is not a directory); part may be removed. */

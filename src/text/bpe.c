@@ -5,12 +5,14 @@
 
 #include "mt_mem.h"
 
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_SPECIALS 64
-#define SHORT_PIECE 64 /* below: tiktoken's in-place merge; from here: the heap */
+#define SHORT_PIECE 64 /* below: tiktoken's in-place merge; from here: buckets per rank */
 
 typedef struct {
     uint32_t off;  /* into blob */
@@ -33,6 +35,7 @@ struct MtBpe {
     int special_len[MAX_SPECIALS];
     int32_t special_id[MAX_SPECIALS];
     int32_t vocab; /* the largest id + 1 */
+    int32_t maxlen; /* the longest token's bytes */
 };
 
 static uint64_t hash(const unsigned char *s, int len)
@@ -111,8 +114,14 @@ MtStatus mt_bpe_add(MtBpe *b, const unsigned char *s, int len, int32_t rank)
         return mt_error(MT_EINPUT, "token %d of %d bytes is outside the vocabulary of %d", rank, len, b->cap);
     if (b->tok_off[rank] >= 0)
         return mt_error(MT_EINPUT, "id %d is given twice", rank);
-    if (mt_bpe_rank(b, s, len) >= 0)
-        return mt_error(MT_EINPUT, "the bytes of id %d are already id %d", rank, mt_bpe_rank(b, s, len));
+    uint64_t hv = hash(s, len);
+    uint32_t tag = (uint32_t)(hv >> 32);
+    int64_t h = (int64_t)(hv & (uint64_t)b->mask);
+    for (; b->slot[h].len != 0; h = (h + 1) & b->mask) { /* to the first empty slot: the bytes are new */
+        const Slot *e = &b->slot[h];
+        if (e->tag == tag && e->len == len && memcmp(b->blob + e->off, s, (size_t)len) == 0)
+            return mt_error(MT_EINPUT, "the bytes of id %d are already id %d", rank, e->rank);
+    }
     if (b->nblob + len > UINT32_MAX)
         return mt_error(MT_EINPUT, "the vocabulary's tokens exceed 4 GB");
     if (b->nblob + len > b->capblob) {
@@ -124,16 +133,14 @@ MtStatus mt_bpe_add(MtBpe *b, const unsigned char *s, int len, int32_t rank)
         b->capblob = c;
     }
     memcpy(b->blob + b->nblob, s, (size_t)len);
-    uint64_t hv = hash(s, len);
-    int64_t h = (int64_t)(hv & (uint64_t)b->mask);
-    while (b->slot[h].len != 0)
-        h = (h + 1) & b->mask;
-    b->slot[h] = (Slot){(uint32_t)b->nblob, len, rank, (uint32_t)(hv >> 32)};
+    b->slot[h] = (Slot){(uint32_t)b->nblob, len, rank, tag};
     b->tok_off[rank] = b->nblob;
     b->tok_len[rank] = len;
     b->nblob += len;
     if (len == 1)
         b->byte_rank[s[0]] = rank;
+    if (len > b->maxlen)
+        b->maxlen = len;
     b->n++;
     if (rank + 1 > b->vocab)
         b->vocab = rank + 1;
@@ -261,41 +268,60 @@ static int unbase64(const char *s, int n, unsigned char *out)
     return k;
 }
 
+#define TIKTOKEN_LINE 4095 /* a line's bytes (its '\n' aside) must stay below this */
+
 MtStatus mt_bpe_read_tiktoken(const char *path, int with_eot, MtBpe **out)
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return mt_error(MT_EINPUT, "%s: cannot be read", path);
-    int32_t lines = 0;
-    int c, last = '\n';
-    while ((c = fgetc(f)) != EOF) {
-        lines += c == '\n';
-        last = c;
+    struct stat st;
+    char *text = NULL;
+    if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (text = malloc((size_t)st.st_size + 1)) &&
+        fread(text, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+        free(text);
+        text = NULL;
     }
-    lines += last != '\n';
-    rewind(f);
+    if (f)
+        fclose(f);
+    if (!text)
+        return mt_error(MT_EINPUT, "%s: cannot be read", path);
+    int64_t size = (int64_t)st.st_size;
+    text[size] = 0;
+    int32_t lines = 0; /* a last line without '\n' counts */
+    for (const char *q = text; (q = memchr(q, '\n', (size_t)(text + size - q))); q++)
+        lines++;
+    lines += size > 0 && text[size - 1] != '\n';
     MtBpe *b = mt_bpe_new(lines + 1);
     if (!b) {
-        fclose(f);
+        free(text);
         return mt_error(MT_ENOMEM, "%s: out of memory for %d tokens", path, lines);
     }
-    char line[4096];
-    unsigned char tok[3072];
+    unsigned char tok[TIKTOKEN_LINE];
     MtStatus s = MT_OK;
     int32_t ln = 0;
-    while (s == MT_OK && fgets(line, sizeof line, f)) {
+    for (char *line = text, *next; s == MT_OK && line < text + size; line = next) {
         ln++;
-        size_t L = strlen(line);
-        if (L == sizeof line - 1 && line[L - 1] != '\n') {
+        char *nl = memchr(line, '\n', (size_t)(text + size - line));
+        next = nl ? nl + 1 : text + size;
+        int64_t L = (nl ? nl : text + size) - line;
+        if (L >= TIKTOKEN_LINE) {
             s = mt_error(MT_EINPUT, "%s:%d: line too long", path, ln);
             break;
         }
-        while (L && (line[L - 1] == '\n' || line[L - 1] == '\r'))
-            line[--L] = 0;
-        char *sp = strchr(line, ' ');
+        while (L && line[L - 1] == '\r')
+            L--;
+        line[L] = 0; /* the line alone, as a string */
+        char *sp = memchr(line, ' ', (size_t)L);
         char *end = NULL;
-        long r = sp ? strtol(sp + 1, &end, 10) : -1;
+        long r = -1;
+        if (sp) { /* the rank: plain digits at once, anything else as strtol reads it */
+            char *d = sp + 1;
+            for (r = 0; *d >= '0' && *d <= '9' && d - sp < 10; d++)
+                r = 10 * r + (*d - '0');
+            end = d;
+            if (*d || d == sp + 1)
+                r = strtol(sp + 1, &end, 10);
+        }
         int nb = sp ? unbase64(line, (int)(sp - line), tok) : -1;
         if (!sp || !end || end == sp + 1 || *end || r < 0)
             s = mt_error(MT_EINPUT, "%s:%d: want '<base64> <rank>', got '%.60s'", path, ln, line);
@@ -310,7 +336,7 @@ MtStatus mt_bpe_read_tiktoken(const char *path, int with_eot, MtBpe **out)
             s = mt_error(MT_EINPUT, "%s:%d: %s", path, ln, why);
         }
     }
-    fclose(f);
+    free(text);
     /* every line gave a distinct rank below the line count: the ranks are 0 .. ln - 1 */
     if (s == MT_OK && ln == 0)
         s = mt_error(MT_EINPUT, "%s: no tokens", path);
@@ -370,31 +396,32 @@ static void merge_short(const MtBpe *b, const unsigned char *p, int len, int32_t
         out[(*k)++] = tok[i];
 }
 
-/* the same on a long piece: parts as a linked list, pairs in a bucket per rank (a pair's
- * entry: its left part's start and that part's stamp, stale once the stamp moved on).  The
- * lowest non-empty rank is merged first, its entries in the order of their starts (leftmost
- * first, as the in-place merge); a merge makes pairs of other ranks only (a longer string),
- * and where one is lower the bucket is left for it, so the order is always (rank, start).
- * Linear in the piece but for the sorting of buckets filled out of order. */
+/* the same on a long piece.  Parts by their lengths: a part starting at i holds at[i].s
+ * bytes (0 where no part starts), and the one ending at e holds at[e].e (read at ends
+ * only), so a merge and its neighbours touch a few nearby bytes, not a linked list spread
+ * over the piece.  Pairs wait in a bucket per rank as their left part's start; an entry is
+ * live while the two parts from there still span its token's length (the boundaries only
+ * go, so a pair that changed never comes back).  The lowest non-empty rank is merged
+ * first, its entries in the order of their starts (leftmost first, as the in-place merge);
+ * a merge makes pairs of other ranks only (a longer string), and where one is lower the
+ * bucket is left for it, so the order is always (rank, start).  Linear in the piece but
+ * for the sorting of buckets filled out of order. */
 typedef struct {
-    int start, stamp;
-} Ent;
-
-typedef struct {
-    Ent *e;
-    int n, cap, unsorted;
+    int32_t *e;
+    int32_t head, n, cap, unsorted; /* entries [head, n) are waiting */
 } Bucket;
 
-static int ent_cmp(const void *x, const void *y)
+static int int_cmp(const void *x, const void *y)
 {
-    const Ent *a = x, *b = y;
-    return a->start != b->start ? (a->start > b->start) - (a->start < b->start)
-                                : (a->stamp > b->stamp) - (a->stamp < b->stamp);
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
 }
 
-/* the buckets of one long piece: one per rank, the ranks that hold entries as bits (so the
- * next one is found a word at a time) and the ranks that have storage (what to free): a
- * piece of a few hundred bytes does not pay for every rank of the vocabulary */
+/* the buckets of long pieces: one per rank, the ranks that hold entries as bits (so the
+ * next one is found a word at a time) and the ranks that have storage.  Made at the first
+ * long piece of an encode and kept for the next ones (every bucket is empty after a piece;
+ * their storage stays), freed at the encode's end: a text of many pieces just over 64 bytes
+ * pays for the vocabulary's buckets once. */
 typedef struct {
     Bucket *bk;
     uint64_t *live;
@@ -402,24 +429,40 @@ typedef struct {
     int32_t nused, capused, V;
 } Pairs;
 
-static void bucket_push(Pairs *ps, int32_t r, int start, int stamp, int32_t *low)
+static void pairs_free(Pairs *ps)
+{
+    for (int32_t u = 0; ps->bk && u < ps->nused; u++)
+        free(ps->bk[ps->used[u]].e);
+    free(ps->used);
+    free(ps->live);
+    free(ps->bk);
+    *ps = (Pairs){0};
+}
+
+static void bucket_push(Pairs *ps, int32_t r, int32_t start, int32_t *low)
 {
     Bucket *q = &ps->bk[r];
     if (q->n == q->cap) {
-        if (q->cap == 0) {
-            if (ps->nused == ps->capused) {
-                ps->capused = ps->capused ? 2 * ps->capused : 64;
-                ps->used = realloc(ps->used, sizeof(int32_t) * (size_t)ps->capused);
-                MT_ASSERT(ps->used, "out of memory to merge a long piece");
+        if (q->head > q->n / 2) { /* taken entries fill half: drop them rather than grow */
+            memmove(q->e, q->e + q->head, sizeof(int32_t) * (size_t)(q->n - q->head));
+            q->n -= q->head;
+            q->head = 0;
+        } else {
+            if (q->cap == 0) {
+                if (ps->nused == ps->capused) {
+                    ps->capused = ps->capused ? 2 * ps->capused : 64;
+                    ps->used = realloc(ps->used, sizeof(int32_t) * (size_t)ps->capused);
+                    MT_ASSERT(ps->used, "out of memory to merge a long piece");
+                }
+                ps->used[ps->nused++] = r;
             }
-            ps->used[ps->nused++] = r;
+            q->cap = q->cap ? 2 * q->cap : 8;
+            q->e = realloc(q->e, sizeof(int32_t) * (size_t)q->cap);
+            MT_ASSERT(q->e, "out of memory to merge a long piece");
         }
-        q->cap = q->cap ? 2 * q->cap : 8;
-        q->e = realloc(q->e, sizeof(Ent) * (size_t)q->cap);
-        MT_ASSERT(q->e, "out of memory to merge a long piece");
     }
-    q->unsorted |= q->n > 0 && start < q->e[q->n - 1].start;
-    q->e[q->n++] = (Ent){start, stamp};
+    q->unsorted |= q->n > q->head && start < q->e[q->n - 1];
+    q->e[q->n++] = start;
     ps->live[r >> 6] |= (uint64_t)1 << (r & 63);
     *low = r < *low ? r : *low;
 }
@@ -436,86 +479,110 @@ static int32_t next_live(const Pairs *ps, int32_t r)
     return bits ? (int32_t)(w * 64 + __builtin_ctzll(bits)) : ps->V;
 }
 
-/* part i of a long piece: bytes [i, nxt) while alive, the previous live part, the stamp of
- * its pair with the next; together, so that a merge touches one or two cache lines */
+/* a long piece's parts by their lengths, a byte each: the part that starts at i holds
+ * s[i] bytes (0 where none starts), the one that ends at e holds e[e] (read at ends only).
+ * A part is a token, so 255 and up happen only with a vocabulary of long tokens: then the
+ * byte says 255 and the length is in `big` (pages reserved, touched only where written). */
 typedef struct {
-    int nxt, prv, stamp;
-} Part;
+    uint8_t s, e;
+} Span;
 
-static void merge_long(const MtBpe *b, const unsigned char *p, int len, int32_t *out, int64_t *k)
+typedef struct {
+    Span *at;
+    int32_t (*big)[2]; /* NULL unless some token has 255 bytes or more */
+} Spans;
+
+static inline int32_t span_s(const Spans *v, int32_t i)
 {
-    size_t bytes = sizeof(Part) * (size_t)(len + 1); /* len: the end */
-    Part *pt = mt_mem_host_reserve(bytes); /* huge pages, every element set below: a first touch costs more than the merge */
+    int32_t x = v->at[i].s;
+    return x < 255 ? x : v->big[i][0];
+}
+
+static inline int32_t span_e(const Spans *v, int32_t i)
+{
+    int32_t x = v->at[i].e;
+    return x < 255 ? x : v->big[i][1];
+}
+
+static inline void span_set(Spans *v, int32_t start, int32_t n)
+{
+    v->at[start].s = (uint8_t)(n < 255 ? n : 255);
+    v->at[start + n - 1].e = (uint8_t)(n < 255 ? n : 255);
+    if (n >= 255) {
+        v->big[start][0] = n;
+        v->big[start + n - 1][1] = n;
+    }
+}
+
+static void merge_long(const MtBpe *b, Pairs *ps, const unsigned char *p, int len, int32_t *out, int64_t *k)
+{
+    /* huge pages, every element of `at` set below: a first touch costs more than the merge */
+    Spans v = {mt_mem_host_reserve(sizeof(Span) * (size_t)len),
+               b->maxlen >= 255 ? mt_mem_host_reserve(sizeof(int32_t[2]) * (size_t)len) : NULL};
     int32_t V = b->cap, low = V; /* no bucket below `low` holds an entry */
-    Pairs ps = {calloc((size_t)V, sizeof(Bucket)), calloc((size_t)(V + 63) / 64, sizeof(uint64_t)), NULL, 0, 0, V};
-    Bucket *bk = ps.bk;
-    MT_ASSERT(pt && bk && ps.live, "out of memory to merge a piece of %d bytes", len);
-    for (int i = 0; i <= len; i++)
-        pt[i] = (Part){i + 1, i - 1, 0};
+    if (!ps->bk)
+        *ps = (Pairs){calloc((size_t)V, sizeof(Bucket)), calloc((size_t)(V + 63) / 64, sizeof(uint64_t)), NULL, 0, 0, V};
+    Bucket *bk = ps->bk;
+    MT_ASSERT(v.at && (v.big || b->maxlen < 255) && bk && ps->live, "out of memory to merge a piece of %d bytes", len);
+    memset(v.at, 1, sizeof(Span) * (size_t)len);
     for (int i = 0; i + 2 <= len; i++) {
         int32_t r = mt_bpe_rank(b, p + i, 2);
         if (r >= 0)
-            bucket_push(&ps, r, i, 0, &low);
+            bucket_push(ps, r, i, &low);
     }
-    while ((low = next_live(&ps, low)) < V) {
-        int32_t r = low;
+    while ((low = next_live(ps, low)) < V) {
+        int32_t r = low, want = b->tok_len[r];
         Bucket *q = &bk[r];
         if (q->unsorted)
-            qsort(q->e, (size_t)q->n, sizeof(Ent), ent_cmp);
+            qsort(q->e + q->head, (size_t)(q->n - q->head), sizeof(int32_t), int_cmp);
         q->unsorted = 0;
-        int e = 0;
+        int32_t e = q->head;
         for (; e < q->n && low == r; e++) {
-            int i = q->e[e].start;
-            Part *a = &pt[i];
-            if (q->e[e].stamp != a->stamp || a->nxt >= len)
-                continue; /* stale: the part has changed since */
-            int j = a->nxt; /* merge part j into part i */
-            a->nxt = pt[j].nxt;
-            if (a->nxt <= len)
-                pt[a->nxt].prv = i;
-            pt[j].stamp = -1;
-            a->stamp++;
-            if (a->nxt < len) { /* the pair (i, next) */
-                int32_t r2 = mt_bpe_rank(b, p + i, pt[a->nxt].nxt - i);
+            int32_t i = q->e[e], a = span_s(&v, i);
+            if (a == 0 || i + a >= len || a + span_s(&v, i + a) != want)
+                continue; /* stale: the parts from i have changed since */
+            int32_t nx = i + want; /* the part at i + a joins the part at i */
+            v.at[i + a].s = 0;
+            span_set(&v, i, want);
+            if (nx < len) { /* the pair (i, next) */
+                int32_t r2 = mt_bpe_rank(b, p + i, want + span_s(&v, nx));
                 if (r2 >= 0)
-                    bucket_push(&ps, r2, i, a->stamp, &low);
+                    bucket_push(ps, r2, i, &low);
             }
-            if (a->prv >= 0) { /* the pair (previous, i) */
-                Part *c = &pt[a->prv];
-                c->stamp++;
-                int32_t r2 = mt_bpe_rank(b, p + a->prv, a->nxt - a->prv);
+            if (i > 0) { /* the pair (previous, i) */
+                int32_t pv = i - span_e(&v, i - 1);
+                int32_t r2 = mt_bpe_rank(b, p + pv, nx - pv);
                 if (r2 >= 0)
-                    bucket_push(&ps, r2, a->prv, c->stamp, &low);
+                    bucket_push(ps, r2, pv, &low);
             }
         }
         /* the bucket's entries taken leave it; a lower rank pushed meanwhile goes first */
         q = &bk[r];
-        memmove(q->e, q->e + e, sizeof(Ent) * (size_t)(q->n - e));
-        q->n -= e;
-        if (q->n == 0)
-            ps.live[r >> 6] &= ~((uint64_t)1 << (r & 63));
+        q->head = e;
+        if (q->head == q->n) {
+            q->head = q->n = 0;
+            ps->live[r >> 6] &= ~((uint64_t)1 << (r & 63));
+        }
     }
-    for (int i = 0; i < len; i = pt[i].nxt)
-        out[(*k)++] = mt_bpe_rank(b, p + i, pt[i].nxt - i);
-    for (int32_t u = 0; u < ps.nused; u++)
-        free(bk[ps.used[u]].e);
-    free(ps.used);
-    free(ps.live);
-    free(bk);
-    free(pt);
+    for (int i = 0, n; i < len; i += n)
+        out[(*k)++] = mt_bpe_rank(b, p + i, n = span_s(&v, i));
+    free(v.at);
+    free(v.big);
 }
 
-void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int heap, int32_t *out, int64_t *k)
+void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int buckets, int32_t *out, int64_t *k)
 {
-    MT_ASSERT(heap || len <= SHORT_PIECE, "the in-place merge takes pieces of at most %d bytes, not %d", SHORT_PIECE,
+    MT_ASSERT(buckets || len <= SHORT_PIECE, "the in-place merge takes pieces of at most %d bytes, not %d", SHORT_PIECE,
               len);
-    if (heap)
-        merge_long(b, piece, len, out, k);
-    else
+    if (buckets) {
+        Pairs ps = {0};
+        merge_long(b, &ps, piece, len, out, k);
+        pairs_free(&ps);
+    } else
         merge_short(b, piece, len, out, k);
 }
 
-void mt_bpe_encode_piece(const MtBpe *b, const unsigned char *piece, int len, int32_t *out, int64_t *k)
+static void encode_piece(const MtBpe *b, Pairs *ps, const unsigned char *piece, int len, int32_t *out, int64_t *k)
 {
     int32_t r = mt_bpe_rank(b, piece, len);
     if (r >= 0)
@@ -523,7 +590,14 @@ void mt_bpe_encode_piece(const MtBpe *b, const unsigned char *piece, int len, in
     else if (len <= SHORT_PIECE)
         merge_short(b, piece, len, out, k);
     else
-        merge_long(b, piece, len, out, k);
+        merge_long(b, ps, piece, len, out, k);
+}
+
+void mt_bpe_encode_piece(const MtBpe *b, const unsigned char *piece, int len, int32_t *out, int64_t *k)
+{
+    Pairs ps = {0};
+    encode_piece(b, &ps, piece, len, out, k);
+    pairs_free(&ps);
 }
 
 static int grow(int32_t **ids, int64_t *cap, int64_t need)
@@ -542,21 +616,22 @@ static int grow(int32_t **ids, int64_t *cap, int64_t need)
 }
 
 /* the text s[0..n) without specials */
-static int64_t encode_plain(const MtBpe *b, const unsigned char *s, int64_t n, int32_t **ids, int64_t *cap,
-                            int64_t k)
+static int64_t encode_plain(const MtBpe *b, Pairs *ps, const unsigned char *s, int64_t n, int32_t **ids,
+                            int64_t *cap, int64_t k)
 {
     for (int64_t i = 0; i < n;) {
         int64_t e = mt_pretok_next(s, n, i);
         MT_ASSERT(e > i && e - i < INT32_MAX, "a piece of %lld bytes", (long long)(e - i));
         MT_ASSERT(grow(ids, cap, k + (e - i)), "out of memory for %lld token ids", (long long)(k + e - i));
-        mt_bpe_encode_piece(b, s + i, (int)(e - i), *ids, &k);
+        encode_piece(b, ps, s + i, (int)(e - i), *ids, &k);
         i = e;
     }
     return k;
 }
 
-int64_t mt_bpe_encode(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special, int32_t **ids,
-                      int64_t *cap)
+/* mt_bpe_encode with the long pieces' buckets in ps (made at the first, kept) */
+static int64_t encode_text(const MtBpe *b, Pairs *ps, const unsigned char *text, int64_t n, int allow_special,
+                           int32_t **ids, int64_t *cap)
 {
     int64_t k = 0, at = 0;
     while (allow_special && b->nspecial > 0 && at < n) {
@@ -572,12 +647,21 @@ int64_t mt_bpe_encode(const MtBpe *b, const unsigned char *text, int64_t n, int 
         }
         if (which < 0)
             break;
-        k = encode_plain(b, text + at, first - at, ids, cap, k);
+        k = encode_plain(b, ps, text + at, first - at, ids, cap, k);
         MT_ASSERT(grow(ids, cap, k + 1), "out of memory for %lld token ids", (long long)(k + 1));
         (*ids)[k++] = b->special_id[which];
         at = first + b->special_len[which];
     }
-    return encode_plain(b, text + at, n - at, ids, cap, k);
+    return encode_plain(b, ps, text + at, n - at, ids, cap, k);
+}
+
+int64_t mt_bpe_encode(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special, int32_t **ids,
+                      int64_t *cap)
+{
+    Pairs ps = {0};
+    int64_t k = encode_text(b, &ps, text, n, allow_special, ids, cap);
+    pairs_free(&ps);
+    return k;
 }
 
 /* the first cut point at or after i: text[j] a space, text[j - 1] a character that is not
@@ -608,51 +692,74 @@ int64_t mt_bpe_cut_after(const unsigned char *t, int64_t n, int64_t i)
     return n;
 }
 
-int64_t mt_bpe_encode_threads(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special, int threads,
-                              int32_t **ids, int64_t *cap)
+int64_t mt_bpe_encode_threads(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special,
+                              const MtEncodeThreads *how, int32_t **ids, int64_t *cap)
 {
-    int parts = threads > 1 && n > (1 << 20) ? 4 * threads : 1; /* more parts than threads: even loads */
+    int threads = how->threads > 1 ? how->threads : 1;
+    int parts = threads > 1 && n > (1 << 20) ? 16 * threads : 1; /* more parts than threads: even loads */
     for (int i = 0; i < b->nspecial; i++)
         if (allow_special && strchr(b->special[i], ' '))
             parts = 1; /* a special's text could span a cut */
-    if (n > *cap) { /* at most an id a byte: room for all, in huge pages, before any is written */
-        int32_t *x = mt_mem_host_reserve(sizeof(int32_t) * (size_t)n);
-        MT_ASSERT(x, "out of memory for %lld token ids", (long long)n);
+    int64_t room = parts == 1 ? n : threads * n; /* at most an id a byte, a thread's parts apart */
+    if (room > *cap) { /* in huge pages, reserved before any is written: a page is touched when written */
+        int32_t *x = mt_mem_host_reserve(sizeof(int32_t) * (size_t)room);
+        MT_ASSERT(x, "out of memory for %lld token ids", (long long)room);
         free(*ids);
         *ids = x;
-        *cap = n;
+        *cap = room;
     }
-    if (parts == 1)
-        return mt_bpe_encode(b, text, n, allow_special, ids, cap);
-    int64_t *at = malloc(sizeof(int64_t) * (size_t)(parts + 1));
+    if (parts == 1) {
+        if (how->side)
+            how->side(how->side_arg);
+        int64_t k = mt_bpe_encode(b, text, n, allow_special, ids, cap);
+        how->take(how->take_arg, *ids, k, 0);
+        return k;
+    }
+    int64_t *at = malloc(sizeof(int64_t) * (size_t)(parts + 1)), *used = calloc((size_t)threads, sizeof(int64_t));
     int32_t **pid = calloc((size_t)parts, sizeof(int32_t *));
-    int64_t *pn = calloc((size_t)parts, sizeof(int64_t)), *pcap = calloc((size_t)parts, sizeof(int64_t));
-    MT_ASSERT(at && pid && pn && pcap, "out of memory for %d parts", parts);
+    int64_t *pn = calloc((size_t)parts, sizeof(int64_t));
+    Pairs *tps = calloc((size_t)threads, sizeof(Pairs)); /* a thread's buckets serve all its parts */
+    MT_ASSERT(at && used && pid && pn && tps, "out of memory for %d parts", parts);
     at[0] = 0;
     for (int k = 1; k < parts; k++) {
         int64_t c = mt_bpe_cut_after(text, n, n / parts * k);
         at[k] = c > at[k - 1] ? c : at[k - 1];
     }
     at[parts] = n;
-    /* part k writes its ids where its text starts (room for an id a byte), then they move
-     * down into place, in order */
+    /* thread t appends its parts' ids to its own n ids of room from *ids + t n, so the pages
+     * written are about as many as the ids; the side job is the first item handed out, so
+     * the parts fill the other threads while it runs and no thread waits for a core */
+    int first = how->side ? -1 : 0;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int k = 0; k < parts; k++) {
-        pid[k] = *ids + at[k];
-        pcap[k] = at[k + 1] - at[k];
-        pn[k] = mt_bpe_encode(b, text + at[k], at[k + 1] - at[k], allow_special, &pid[k], &pcap[k]);
-        MT_ASSERT(pid[k] == *ids + at[k], "part %d's ids outgrew its text", k);
+    for (int k = first; k < parts; k++) {
+        if (k < 0) {
+            how->side(how->side_arg);
+            continue;
+        }
+        int t = omp_get_thread_num();
+        int32_t *mine = *ids + (int64_t)t * n + used[t];
+        int64_t pcap = n - used[t];
+        pid[k] = mine;
+        pn[k] = encode_text(b, &tps[t], text + at[k], at[k + 1] - at[k], allow_special, &pid[k], &pcap);
+        MT_ASSERT(pid[k] == mine, "part %d's ids outgrew its room", k);
+        used[t] += pn[k];
     }
     int64_t total = 0;
-    for (int k = 0; k < parts; k++) {
-        if (pn[k] && total != at[k])
-            memmove(*ids + total, pid[k], sizeof(int32_t) * (size_t)pn[k]);
-        total += pn[k];
+    for (int k = 0; k < parts; k++) { /* where each part's ids go, then they go there at once */
+        int64_t c = pn[k];
+        pn[k] = total;
+        total += c;
     }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int k = 0; k < parts; k++)
+        how->take(how->take_arg, pid[k], (k + 1 < parts ? pn[k + 1] : total) - pn[k], pn[k]);
+    for (int t = 0; t < threads; t++)
+        pairs_free(&tps[t]);
+    free(tps);
     free(at);
+    free(used);
     free(pid);
     free(pn);
-    free(pcap);
     return total;
 }
 

@@ -15,7 +15,8 @@
  * BPE (bpe.c): ranks over byte strings (tiktoken's rank files: a token's id is its rank);
  * each piece is looked up whole first, then merged pair by pair, the lowest-ranked pair
  * first and the leftmost of equal ranks, as tiktoken merges: in place for short pieces, with
- * a heap for long ones (n log n: a 1 MB piece with no split point costs seconds, not hours).
+ * a bucket per rank over the parts' lengths for long ones (linear but for sorting buckets
+ * filled out of order: a 1 MB piece with no split point costs milliseconds, not hours).
  *
  * Special tokens: with specials allowed (the default, tiktoken's allowed_special="all"),
  * the text of a special token anywhere in the input is that token, and the text between two
@@ -113,9 +114,22 @@ int64_t mt_bpe_encode(const MtBpe *b, const unsigned char *text, int64_t n, int 
                       int64_t *cap);
 /* The same on `threads` threads: the text cut at points where a piece always ends whatever
  * comes before (a space after a character that is not white space, before a letter), each
- * part encoded alone, the ids joined: the same ids as one thread. */
-int64_t mt_bpe_encode_threads(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special, int threads,
-                              int32_t **ids, int64_t *cap);
+ * part encoded alone: the same ids as one thread.  Once all are encoded they are handed
+ * over a part at a time, take(take_arg, ids, count, at): `at` is the index of ids[0] among
+ * all the ids, and several threads take parts at once (places apart).  side(side_arg), if
+ * side is not NULL, runs once on one of the threads beside the parts (work that would
+ * otherwise need a thread of its own and a core the parts use).  *ids (room *cap, grown) is
+ * the scratch the parts write into: up to `threads` times the text's length.  Returns the
+ * ids' count. */
+typedef struct {
+    int threads;
+    void (*take)(void *take_arg, const int32_t *ids, int64_t count, int64_t at);
+    void *take_arg;
+    void (*side)(void *side_arg);
+    void *side_arg;
+} MtEncodeThreads;
+int64_t mt_bpe_encode_threads(const MtBpe *b, const unsigned char *text, int64_t n, int allow_special,
+                              const MtEncodeThreads *how, int32_t **ids, int64_t *cap);
 /* The first point at or after i (n if none) where a piece always ends, whatever comes
  * before: text[j] a space after a character that is not white space, before a letter.  The
  * text before it and the text from it encode to the ids of the whole (a special token's
@@ -124,9 +138,9 @@ int64_t mt_bpe_cut_after(const unsigned char *text, int64_t n, int64_t i);
 /* The ids of one piece (no specials, no splitting) appended to out[*k..]: out has room for
  * len ids. */
 void mt_bpe_encode_piece(const MtBpe *b, const unsigned char *piece, int len, int32_t *out, int64_t *k);
-/* The merge alone, in place (heap 0, any length up to 64) or with the heap (heap 1): the
+/* The merge alone, in place (buckets 0, any length up to 64) or the long pieces' (buckets 1): the
  * same ids, the two ways (for the tests). */
-void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int heap, int32_t *out, int64_t *k);
+void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int buckets, int32_t *out, int64_t *k);
 /* The bytes of ids[0..n) into *out (grown; *cap its room); returns their count, or -1 if an
  * id is not a token (its index in *bad). */
 int64_t mt_bpe_decode(const MtBpe *b, const int32_t *ids, int64_t n, unsigned char **out, int64_t *cap,
