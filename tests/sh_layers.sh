@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The module graph (docs/design.md): the layers of src/ in order, from the bottom,
-#   core < kernels < model < optim < text < data < io < train < comm < parallel < obs < cli,
+#   core < kernels < model < optim < text < data < io < train < comm < parallel < obs < plan < cli,
 # and calls go down: no file includes a header of a higher layer.  Between the kernels and
 # the commands, the device is reached through the backend only: no file of model .. obs
 # includes a header of src/kernels/cpu (the CPU backend's own), only mt_backend.h.  Checked
 # over every #include of every file under src/; a line names each break.
 source "$(dirname "$0")/lib.sh"
-layers=(core kernels model optim text data io train comm parallel obs cli)
+layers=(core kernels model optim text data io train comm parallel obs plan cli)
 declare -A rank
 for i in "${!layers[@]}"; do rank[${layers[$i]}]=$i; done
 

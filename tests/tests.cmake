@@ -53,6 +53,8 @@ foreach(t ${MT_SH_TESTS})
     mt_sh_test(${name} mpi)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT
       "MT_BIN=$<TARGET_FILE:meshtrain>;MT_BUILD=${CMAKE_BINARY_DIR};MT_MPIEXEC=${MPIEXEC_EXECUTABLE}")
+  elseif(name MATCHES "sh_plan")
+    mt_sh_test(${name} unit)
   elseif(name MATCHES "tokenizer")
     mt_sh_test(${name} unit)
     set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)  # sh_tokenizer_gpt2 without its set-up

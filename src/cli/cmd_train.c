@@ -41,56 +41,12 @@ static int recompute_mode(const char *s)
          : strcmp(s, "full") == 0 ? MT_RECOMPUTE_FULL : -1;
 }
 
-/* What this build can run: the data-parallel family (--dp, --zero 0-3) and pipelines
- * (--pp with every schedule).  The degrees, ZeRO stage and schedule are checked against the
- * model by mt_layout_check (mt_mesh.h); the pipeline's cuts by mt_pipe_check. */
-static MtStatus check_layout(const TrainArgs *a, const MtConfig *cfg)
+/* The layout's own refusals are the engine's rule book (mt_engine_check, shared with `plan`);
+ * the command checks only what it parses itself. */
+static MtStatus check_modes(const TrainArgs *a)
 {
-    MtLayout l = {.dp = a->dp, .tp = a->tp, .pp = a->pp, .shard = a->shard};
-    int world = a->dp > 0 && a->tp > 0 && a->pp > 0 ? a->dp * a->tp * a->pp : 0;
-    MtStatus s = mt_layout_check(&l, world, cfg->NH, cfg->L, a->zero, a->schedule);
-    if (s != MT_OK)
-        return mt_error_prefix(s, "meshtrain train");
-    if (a->tp_blocks > a->tp && a->dp > 1 && a->zero > 0)
-        return mt_error(MT_EINPUT, "meshtrain train: --zero %d with --tp-blocks %d over --tp %d: the sharded norm "
-                        "takes one slice per tp rank (the dp chunks' block sums cannot form %d strided sub-slices' "
-                        "sums); use --tp-blocks %d or --zero 0", a->zero, a->tp_blocks, a->tp, a->tp_blocks / a->tp,
-                        a->tp);
-    if (a->tp > 1 && a->fast_comm)
-        return mt_error(MT_EINPUT, "meshtrain train: --fast-comm with --tp: tensor parallelism always uses the fixed "
-                        "order (its replicated parameters must get the same bits on every rank)");
-    if ((s = mt_tpe_check(cfg, a->tp, a->tp_blocks)) != MT_OK)
-        return mt_error_prefix(s, "meshtrain train");
-    if (a->pp > 1 && a->zero > 0 && a->dp == 1)
-        return mt_error(MT_EINPUT, "meshtrain train: --zero %d shards over the dp group; with --pp alone there is none",
-                        a->zero);
-    if (!(a->bucket_mb >= 0.0f && a->bucket_mb <= 4096.0f))
-        return mt_error(MT_EINPUT, "meshtrain train: --bucket-mb %g must be between 0 and 4096", a->bucket_mb);
-    if (a->seqpar && a->tp == 1)
-        return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel needs --tp > 1");
-    if (a->seqpar && a->seq_len % a->tp != 0)
-        return mt_error(MT_EINPUT, "meshtrain train: --sequence-parallel cuts the sequence over the tp ranks: "
-                        "--seq-len %d is not a multiple of --tp %d", a->seq_len, a->tp);
     if (recompute_mode(a->recompute_mode) < 0)
         return mt_error(MT_EINPUT, "meshtrain train: --recompute %s: must be none, attn or full", a->recompute_mode);
-    if (a->pp == 1 && (a->vstages != 1 || a->stage_layers || a->head_recompute))
-        return mt_error(MT_EINPUT, "meshtrain train: --virtual-stages, --stage-layers and --head-recompute need --pp > 1");
-    return MT_OK;
-}
-
-/* --accum-blocks K (mt_accum.h): K divides the M micro-batches and every dp rank (pipeline
- * copy) owns whole blocks.  Every technique runs the same plan; ZeRO-2/3 over dp reduce
- * each leaf as it finishes only at one block per micro-batch, and take contiguous runs (the
- * whole gradient held) otherwise. */
-static MtStatus check_accum(const TrainArgs *a, int M)
-{
-    int K = a->accum_blocks;
-    if (K < 0 || (K > 0 && M % K != 0))
-        return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks %d must divide the step's %d micro-batches "
-                        "(0: one block per micro-batch)", K, M);
-    if (K > 0 && K % a->dp != 0)
-        return mt_error(MT_EINPUT, "meshtrain train: --accum-blocks %d is not a multiple of --dp %d (each dp rank "
-                        "sums whole blocks)", K, a->dp);
     return MT_OK;
 }
 
@@ -102,24 +58,6 @@ static MtStatus kept_setting(MtStatus s, const char *flag, int value, const char
     snprintf(why, sizeof why, "%s", mt_error_msg());
     return mt_error(s, "%s (--%s %d continues the checkpoint's arithmetic, %s/trainer_state.json; give --%s to "
                     "change it from here on)", why, flag, value, dir, flag);
-}
-
-/* "3,2,2" -> blocks per stage; MT_EINPUT on anything else */
-static MtStatus parse_stage_layers(const char *text, int *out, int *n)
-{
-    *n = 0;
-    const char *q = text;
-    while (*q) {
-        char *end;
-        long v = strtol(q, &end, 10);
-        if (end == q || v < -1000000 || v > 1000000 || *n >= MT_MAX_STAGES || (*end && *end != ','))
-            return mt_error(MT_EINPUT, "meshtrain train: --stage-layers %s: want numbers separated by commas", text);
-        out[(*n)++] = (int)v;
-        q = *end ? end + 1 : end;
-    }
-    if (*n == 0)
-        return mt_error(MT_EINPUT, "meshtrain train: --stage-layers is empty");
-    return MT_OK;
 }
 
 /* A save target must be absent, empty, or a previous meshtrain checkpoint. */
@@ -435,46 +373,31 @@ static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConf
     if (a->resume && (s = mt_ckpt_check_shapes(a->resume, &tc->cfg, 1)) != MT_OK) /* before any allocation */
         return mt_error_prefix(s, "meshtrain train");
     *k_kept = a->resume && rs->tp_blocks > 0 && !mt_flag_find(flags, nflags, "tp-blocks")->set;
-    if ((s = check_layout(a, &tc->cfg)) != MT_OK)
-        return (*k_kept ? kept_setting(s, "tp-blocks", a->tp_blocks, a->resume) : s);
-    MtPipeOptions po = {0};
-    if (a->pp > 1) {
-        int given[MT_MAX_STAGES], ngiven = 0;
-        if (tc->batch % tc->micro != 0)
-            return mt_error(MT_EINPUT, "meshtrain train: batch size %d is not a multiple of the micro-batch "
-                            "size %d", tc->batch, tc->micro);
-        if (a->stage_layers && (s = parse_stage_layers(a->stage_layers, given, &ngiven)) != MT_OK)
-            return s;
-
-        if ((s = mt_dp_check(a->dp, tc->batch / tc->micro)) != MT_OK)
-            return mt_error_prefix(s, "meshtrain train");
-        /* with --dp each copy of the pipeline runs its share of the micro-batches */
-        po = (MtPipeOptions){.kind = mt_schedule_kind(a->schedule), .M = tc->batch / tc->micro / a->dp, .V = a->vstages,
-                             .head_recompute = a->head_recompute,
-                             .ltr_stage = mt_test_hooks.ltr_stage}; /* test hook (mt_testhooks.h): a wrong order */
-        if ((s = mt_pipe_check(&po, &tc->cfg, a->pp, a->stage_layers ? given : NULL, ngiven)) != MT_OK && a->dp > 1) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", mt_error_msg());
-            return mt_error(s, "meshtrain train: %s; counted per copy of the pipeline (--dp %d shares "
-                            "the step's %d micro-batches)", why, a->dp, tc->batch / tc->micro);
-        }
-        if (s != MT_OK)
-            return mt_error_prefix(s, "meshtrain train");
-    }
-    if (tc->batch % tc->micro == 0 && (s = mt_dp_check(a->dp, tc->batch / tc->micro)) != MT_OK)
+    if ((s = check_modes(a)) != MT_OK)
+        return s;
+    int given[MT_MAX_STAGES], ngiven = 0;
+    if (a->pp > 1 && a->stage_layers &&
+        (s = mt_flags_int_list("stage-layers", a->stage_layers, given, MT_MAX_STAGES, &ngiven)) != MT_OK)
         return mt_error_prefix(s, "meshtrain train");
     *acc_default = a->accum_blocks < 0 && !mt_flag_find(flags, nflags, "accum-blocks")->set;
     if (*acc_default) /* not given, nor continued from a checkpoint */
         a->accum_blocks = tc->batch % tc->micro ? 0
                                                 : mt_accum_default(a->dp, a->zero, !a->fast_comm, tc->batch / tc->micro);
-    if ((s = check_accum(a, tc->batch / tc->micro)) != MT_OK)
-        return a->resume && rs->accum_blocks > 0 && !mt_flag_find(flags, nflags, "accum-blocks")->set
-                   ? kept_setting(s, "accum-blocks", a->accum_blocks, a->resume) : s;
-    /* one block per micro-batch is recorded as 0, whatever the micro-batch count */
-    tc->accum_blocks = a->accum_blocks == tc->batch / tc->micro ? 0 : a->accum_blocks;
-    *layout = (MtEngineLayout){.dp = a->dp, .tp = a->tp, .pp = a->pp, .zero = a->zero, .shard = a->shard,
-                               .tp_blocks = a->tp_blocks, .seqpar = a->seqpar, .det = !a->fast_comm,
-                               .bucket_bytes = (int64_t)(a->bucket_mb * 1048576.0), .po = po};
+    MtEngineRequest rq = {.dp = a->dp, .tp = a->tp, .pp = a->pp, .zero = a->zero, .shard = a->shard,
+                          .tp_blocks = a->tp_blocks, .seqpar = a->seqpar, .fast_comm = a->fast_comm,
+                          .schedule = a->schedule, .vstages = a->vstages, .stage_layers = a->stage_layers ? given : NULL,
+                          .nstage = ngiven, .head_recompute = a->head_recompute, .bucket_mb = a->bucket_mb,
+                          .accum_blocks = a->accum_blocks,
+                          .ltr_stage = mt_test_hooks.ltr_stage}; /* test hook (mt_testhooks.h): a wrong order */
+    int part;
+    if ((s = mt_engine_check(&rq, tc, layout, &part)) != MT_OK) {
+        s = mt_error_prefix(s, "meshtrain train");
+        if (part == 1 && *k_kept)
+            return kept_setting(s, "tp-blocks", a->tp_blocks, a->resume);
+        if (part == 2 && a->resume && rs->accum_blocks > 0 && !mt_flag_find(flags, nflags, "accum-blocks")->set)
+            return kept_setting(s, "accum-blocks", a->accum_blocks, a->resume);
+        return s;
+    }
     return MT_OK;
 }
 

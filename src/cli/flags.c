@@ -64,6 +64,23 @@ static MtStatus set_value(Flag *f, const char *v, const char *cmd)
     return MT_OK;
 }
 
+MtStatus mt_flags_int_list(const char *name, const char *text, int *out, int max, int *n)
+{
+    *n = 0;
+    const char *q = text;
+    while (*q) {
+        char *end;
+        long v = strtol(q, &end, 10);
+        if (end == q || v < -1000000 || v > 1000000 || *n >= max || (*end && *end != ','))
+            return mt_error(MT_EINPUT, "--%s %s: want numbers separated by commas", name, text);
+        out[(*n)++] = (int)v;
+        q = *end ? end + 1 : end;
+    }
+    if (*n == 0)
+        return mt_error(MT_EINPUT, "--%s is empty", name);
+    return MT_OK;
+}
+
 MtStatus mt_flags_parse(Flag *flags, int n, int argc, char **argv, const char *cmd, int *help)
 {
     *help = 0;

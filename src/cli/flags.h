@@ -39,6 +39,9 @@ typedef struct Flag {
 MtStatus mt_flags_parse(Flag *flags, int n, int argc, char **argv, const char *cmd, int *help);
 void mt_flags_usage(const Flag *flags, int n, const char *cmd, const char *summary);
 const Flag *mt_flag_find(const Flag *flags, int n, const char *name);
+/* "3,2,2" (flag --name's value) -> at most max numbers into out, their count in *n;
+ * MT_EINPUT with one line ("--name TEXT: ...", no command) on anything else. */
+MtStatus mt_flags_int_list(const char *name, const char *text, int *out, int max, int *n);
 /* Every flag's current value, one `--name value` line each (booleans: on or off, strings
  * not given: "-"): what a dry run prints once the command has resolved its settings. */
 void mt_flags_print(const Flag *flags, int n);

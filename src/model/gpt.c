@@ -27,12 +27,14 @@ MtStatus mt_config_check(const MtConfig *c)
 
 int mt_param_count(const MtConfig *cfg) { return 4 + 12 * cfg->L; }
 
-static void add(MtParam *t, int *i, int64_t *off, const char *name, int ndim, int64_t d0,
+/* name: len characters and its NUL (LIT: a literal and its length) */
+#define LIT(s) s, sizeof s - 1
+static void add(MtParam *t, int *i, int64_t *off, const char *name, size_t len, int ndim, int64_t d0,
                 int64_t d1, int unit, int decay, int resid)
 {
     MtParam *p = &t[(*i)++];
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", name);
+    memcpy(p->name, name, len < MT_NAME_MAX ? len + 1 : MT_NAME_MAX - 1);
     p->ndim = ndim;
     p->shape[0] = d0;
     p->shape[1] = d1;
@@ -54,13 +56,15 @@ int64_t mt_param_table_aligned(const MtConfig *cfg, MtParam *t, int64_t align)
     int i = 0;
     int64_t off = 0, C = cfg->C;
     char n[MT_NAME_MAX];
-    add(t, &i, &off, "transformer.wte.weight", 2, cfg->V, C, 0, 1, 0);
-    add(t, &i, &off, "transformer.wpe.weight", 2, cfg->T, C, 0, 1, 0);
+    add(t, &i, &off, LIT("transformer.wte.weight"), 2, cfg->V, C, 0, 1, 0);
+    add(t, &i, &off, LIT("transformer.wpe.weight"), 2, cfg->T, C, 0, 1, 0);
     pad_unit(&off, align);
     for (int l = 0; l < cfg->L; l++) {
+        /* "transformer.h.<l>." once per block (the planner builds tables by the thousand) */
+        int k = snprintf(n, sizeof n, "transformer.h.%d.", l);
 #define P(suffix, nd, d0, d1, dec, res)                                  \
-    snprintf(n, sizeof n, "transformer.h.%d.%s", l, suffix);            \
-    add(t, &i, &off, n, nd, d0, d1, 1 + l, dec, res)
+    memcpy(n + k, suffix, sizeof suffix);                                \
+    add(t, &i, &off, n, (size_t)k + sizeof suffix - 1, nd, d0, d1, 1 + l, dec, res)
         P("ln_1.weight", 1, C, 0, 0, 0);
         P("ln_1.bias", 1, C, 0, 0, 0);
         P("attn.c_attn.weight", 2, C, 3 * C, 1, 0);
@@ -76,8 +80,8 @@ int64_t mt_param_table_aligned(const MtConfig *cfg, MtParam *t, int64_t align)
 #undef P
         pad_unit(&off, align);
     }
-    add(t, &i, &off, "transformer.ln_f.weight", 1, C, 0, cfg->L + 1, 0, 0);
-    add(t, &i, &off, "transformer.ln_f.bias", 1, C, 0, cfg->L + 1, 0, 0);
+    add(t, &i, &off, LIT("transformer.ln_f.weight"), 1, C, 0, cfg->L + 1, 0, 0);
+    add(t, &i, &off, LIT("transformer.ln_f.bias"), 1, C, 0, cfg->L + 1, 0, 0);
     pad_unit(&off, align);
     return off;
 }

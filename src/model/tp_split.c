@@ -6,15 +6,22 @@
 #include <string.h>
 
 
+static int ends_with(const char *s, size_t n, const char *suffix)
+{
+    size_t k = strlen(suffix);
+    return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
 MtTpSplit mt_tp_split(const MtParam *p)
 {
+    size_t n = strlen(p->name);
     if (strcmp(p->name, "transformer.wte.weight") == 0)
         return MT_TP_VOCAB;
-    if (strstr(p->name, ".attn.c_attn."))
+    if (ends_with(p->name, n, ".attn.c_attn.weight") || ends_with(p->name, n, ".attn.c_attn.bias"))
         return MT_TP_HEADS;
-    if (strstr(p->name, ".mlp.c_fc."))
+    if (ends_with(p->name, n, ".mlp.c_fc.weight") || ends_with(p->name, n, ".mlp.c_fc.bias"))
         return MT_TP_COLUMNS;
-    if (strstr(p->name, ".c_proj.weight")) /* attn.c_proj and mlp.c_proj; their biases are replicated */
+    if (ends_with(p->name, n, ".c_proj.weight")) /* attn.c_proj and mlp.c_proj; their biases are replicated */
         return MT_TP_ROWS;
     return MT_TP_REPLICATED;
 }

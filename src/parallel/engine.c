@@ -9,6 +9,81 @@
 
 #include "mt_checkpoint.h"
 #include "mt_mesh.h"
+#include "mt_schedule.h"
+
+/* ---- the rule book ---- */
+
+static MtStatus check_degrees(const MtEngineRequest *rq, const MtTrainConfig *tc)
+{
+    const MtConfig *cfg = &tc->cfg;
+    MtLayout ml = {.dp = rq->dp, .tp = rq->tp, .pp = rq->pp, .shard = rq->shard};
+    int world = rq->dp > 0 && rq->tp > 0 && rq->pp > 0 ? rq->dp * rq->tp * rq->pp : 0;
+    MT_TRY(mt_layout_check(&ml, world, cfg->NH, cfg->L, rq->zero, rq->schedule));
+    if (rq->tp_blocks > rq->tp && rq->dp > 1 && rq->zero > 0)
+        return mt_error(MT_EINPUT, "--zero %d with --tp-blocks %d over --tp %d: the sharded norm takes one slice per "
+                        "tp rank (the dp chunks' block sums cannot form %d strided sub-slices' sums); use "
+                        "--tp-blocks %d or --zero 0", rq->zero, rq->tp_blocks, rq->tp, rq->tp_blocks / rq->tp, rq->tp);
+    if (rq->tp > 1 && rq->fast_comm)
+        return mt_error(MT_EINPUT, "--fast-comm with --tp: tensor parallelism always uses the fixed order (its "
+                        "replicated parameters must get the same bits on every rank)");
+    MT_TRY(mt_tpe_check(cfg, rq->tp, rq->tp_blocks));
+    if (rq->pp > 1 && rq->zero > 0 && rq->dp == 1)
+        return mt_error(MT_EINPUT, "--zero %d shards over the dp group; with --pp alone there is none", rq->zero);
+    if (!(rq->bucket_mb >= 0.0f && rq->bucket_mb <= 4096.0f))
+        return mt_error(MT_EINPUT, "--bucket-mb %g must be between 0 and 4096", rq->bucket_mb);
+    if (rq->seqpar && rq->tp == 1)
+        return mt_error(MT_EINPUT, "--sequence-parallel needs --tp > 1");
+    if (rq->seqpar && tc->seq % rq->tp != 0)
+        return mt_error(MT_EINPUT, "--sequence-parallel cuts the sequence over the tp ranks: --seq-len %d is not a "
+                        "multiple of --tp %d", tc->seq, rq->tp);
+    if (rq->pp == 1 && (rq->vstages != 1 || rq->stage_layers || rq->head_recompute))
+        return mt_error(MT_EINPUT, "--virtual-stages, --stage-layers and --head-recompute need --pp > 1");
+    return MT_OK;
+}
+
+MtStatus mt_engine_check(const MtEngineRequest *rq, MtTrainConfig *tc, MtEngineLayout *l, int *part)
+{
+    MtStatus s;
+    *part = 1;
+    MT_TRY(check_degrees(rq, tc));
+    *part = 3;
+    MtPipeOptions po = {0};
+    if (rq->pp > 1) {
+        if (tc->batch % tc->micro != 0)
+            return mt_error(MT_EINPUT, "batch size %d is not a multiple of the micro-batch size %d", tc->batch,
+                            tc->micro);
+        MT_TRY(mt_dp_check(rq->dp, tc->batch / tc->micro));
+        /* with --dp each copy of the pipeline runs its share of the micro-batches */
+        po = (MtPipeOptions){.kind = mt_schedule_kind(rq->schedule), .M = tc->batch / tc->micro / rq->dp,
+                             .V = rq->vstages, .head_recompute = rq->head_recompute, .ltr_stage = rq->ltr_stage};
+        if ((s = mt_pipe_check(&po, &tc->cfg, rq->pp, rq->stage_layers, rq->nstage)) != MT_OK && rq->dp > 1) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", mt_error_msg());
+            return mt_error(s, "%s; counted per copy of the pipeline (--dp %d shares the step's %d micro-batches)",
+                            why, rq->dp, tc->batch / tc->micro);
+        }
+        MT_TRY(s);
+    }
+    if (tc->batch % tc->micro == 0)
+        MT_TRY(mt_dp_check(rq->dp, tc->batch / tc->micro));
+    *part = 2;
+    int M = tc->batch / tc->micro;
+    int K = rq->accum_blocks >= 0 ? rq->accum_blocks
+          : tc->batch % tc->micro ? 0 : mt_accum_default(rq->dp, rq->zero, !rq->fast_comm, M);
+    /* K blocks of the M micro-batches: K divides M and every dp rank (pipeline copy) owns whole blocks */
+    if (K < 0 || (K > 0 && M % K != 0))
+        return mt_error(MT_EINPUT, "--accum-blocks %d must divide the step's %d micro-batches (0: one block per "
+                        "micro-batch)", K, M);
+    if (K > 0 && K % rq->dp != 0)
+        return mt_error(MT_EINPUT, "--accum-blocks %d is not a multiple of --dp %d (each dp rank sums whole blocks)",
+                        K, rq->dp);
+    tc->accum_blocks = K == M ? 0 : K; /* one block per micro-batch is recorded as 0 */
+    *l = (MtEngineLayout){.dp = rq->dp, .tp = rq->tp, .pp = rq->pp, .zero = rq->zero, .shard = rq->shard,
+                          .tp_blocks = rq->tp_blocks, .seqpar = rq->seqpar, .det = !rq->fast_comm,
+                          .bucket_bytes = (int64_t)(rq->bucket_mb * 1048576.0), .po = po};
+    *part = 0;
+    return MT_OK;
+}
 
 /* ---- the composition ---- */
 

@@ -34,6 +34,27 @@ typedef struct {
     MtPipeOptions po;     /* with pp > 1: as mt_pipe_check filled it (kind, V, stage_layers) */
 } MtEngineLayout;
 
+/* What a user asks for: train's layout flags as given (the planner asks the same). */
+typedef struct {
+    int dp, tp, pp, zero, shard, tp_blocks, seqpar, fast_comm;
+    const char *schedule;    /* naive, gpipe, 1f1b, interleaved, zb */
+    int vstages;             /* --virtual-stages */
+    const int *stage_layers; /* --stage-layers: nstage numbers, or NULL (even) */
+    int nstage;
+    int head_recompute;
+    float bucket_mb;
+    int accum_blocks;        /* --accum-blocks K; < 0: the layout's default (mt_accum_default) */
+    int ltr_stage;           /* test hook (mt_testhooks.h) */
+} MtEngineRequest;
+
+/* The rule book: whether the engine runs request rq for the model, batch, micro-batch and
+ * sequence length in tc (tc->cfg checked already), the one check that `train` and `plan`
+ * share.  MT_OK with *l the layout and tc->accum_blocks set (one block per micro-batch
+ * recorded as 0; K not given: the layout's default); else MT_EINPUT with one line (no
+ * command prefix) and *part saying which check refused: 1 the layout's degrees and
+ * techniques, 2 the accumulation blocks, 3 the pipeline's cuts and micro-batches. */
+MtStatus mt_engine_check(const MtEngineRequest *rq, MtTrainConfig *tc, MtEngineLayout *l, int *part);
+
 /* What the composition makes of one rank: its coordinates, tc as the techniques configure it
  * (tc.tp pointing at ctx; the pipeline's options in po) and which techniques it runs. */
 typedef struct {

@@ -106,9 +106,12 @@ int64_t mt_trainer_spans(const MtTrainConfig *tc, int64_t *lo, int64_t *hi)
     int np = mt_param_count(&tc->cfg), nu = tc->cfg.L + 2;
     MtParam *t = calloc((size_t)np, sizeof *t);
     MT_ASSERT(t, "out of memory");
-    int64_t total = mt_trainer_table(tc, t), end, first = t[0].numel;
-    for (int u = 0; u < nu; u++)
-        mt_unit_span(t, np, u, &lo[u], &end);
+    int64_t total = mt_trainer_table(tc, t), first = t[0].numel;
+    for (int u = 0; u < nu; u++) /* each unit's first tensor, in one pass (as mt_unit_span finds it) */
+        lo[u] = -1;
+    for (int p = 0; p < np; p++)
+        if (lo[t[p].unit] < 0)
+            lo[t[p].unit] = t[p].offset;
     for (int u = 0; u < nu; u++)
         hi[u] = u + 1 < nu ? lo[u + 1] : total;
     free(t);

@@ -1,0 +1,390 @@
+/* cost.c - the planner's time model (see mt_cost.h; formulas in docs/planner.md). */
+#include "mt_cost.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- pieces ---- */
+
+static double eff_dim(const MtCluster *cl, double d) { return d / (d + cl->gemm_half); }
+
+double mt_cost_gemm(const MtCluster *cl, int prec, double m, double n, double k, double count)
+{
+    if (m <= 0 || n <= 0 || k <= 0 || count <= 0)
+        return 0.0;
+    double e = prec == MT_PREC_BF16 ? 2.0 : 4.0;
+    double eff = cl->gemm_max * eff_dim(cl, m) * eff_dim(cl, n) * eff_dim(cl, k);
+    double t_flops = 2.0 * m * n * k / (cl->peak[prec] * eff);
+    double t_bytes = e * (m * k + k * n + m * n) / (cl->mem_bw * cl->mem_eff);
+    return count * (t_flops > t_bytes ? t_flops : t_bytes);
+}
+
+double mt_cost_stream(const MtCluster *cl, double bytes) { return bytes / (cl->mem_bw * cl->mem_eff); }
+
+MtLink mt_cost_group_link(const MtCluster *cl, int n, int stride, int *per_node)
+{
+    int dpn = cl->devices_per_node;
+    if ((long long)n * stride <= dpn || n == 1) { /* all members in one node */
+        if (per_node)
+            *per_node = n;
+        return cl->intra;
+    }
+    if (per_node) /* members stride apart: a node holds dpn / stride of them (at least one) */
+        *per_node = stride >= dpn ? 1 : dpn / stride;
+    return cl->inter;
+}
+
+double mt_cost_coll(const MtCluster *cl, MtLink link, int kind, int n, double bytes)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0.0;
+    double bw = link.bw * cl->net_eff;
+    if (kind == MT_COLL_P2P)
+        return link.lat + bytes / bw;
+    double steps = kind == MT_COLL_ALLREDUCE ? 2.0 * (n - 1) : (double)(n - 1);
+    return steps * (link.lat + bytes / n / bw);
+}
+
+/* ---- the pipeline ---- */
+
+/* The schedule's lists, the last two schedules' kept: the search times many layouts of one
+ * schedule in a row (the two lengths of an extrapolation alternate). */
+typedef struct {
+    MtSchedule key;
+    MtAction *all;
+    int cap, n[MT_MAX_STAGES];
+} Lists;
+
+static const Lists *lists_of(const MtSchedule *s)
+{
+    static Lists kept[2];
+    static int next;
+    for (int i = 0; i < 2; i++)
+        if (kept[i].all && memcmp(&kept[i].key, s, sizeof *s) == 0)
+            return &kept[i];
+    Lists *k = &kept[next];
+    next ^= 1;
+    int cap = mt_schedule_max_actions(s);
+    MtAction *all = realloc(k->all, sizeof(MtAction) * (size_t)cap * (size_t)s->P);
+    if (!all)
+        return NULL;
+    k->all = all, k->cap = cap, k->key = *s;
+    for (int r = 0; r < s->P; r++)
+        k->n[r] = mt_schedule_build(s, r, all + (size_t)r * cap);
+    return k;
+}
+
+static MtStatus simulate(const MtSchedule *s, const double *stage, double *makespan, double *busy)
+{
+    const Lists *k = lists_of(s);
+    if (!k)
+        return mt_error(MT_ENOMEM, "out of memory simulating a pipeline");
+    MtAction *lists[MT_MAX_STAGES];
+    for (int r = 0; r < s->P; r++)
+        lists[r] = k->all + (size_t)r * k->cap;
+    MtSimCosts c = {0, 0, 0, stage, NULL};
+    MtSimResult res;
+    MtStatus st = mt_simulate(s, lists, k->n, c, &res);
+    if (st == MT_OK) {
+        *makespan = res.makespan;
+        *busy = 0;
+        for (int r = 0; r < s->P; r++)
+            *busy = res.busy[r] > *busy ? res.busy[r] : *busy;
+    }
+    mt_sim_free(&res);
+    return st;
+}
+
+MtStatus mt_cost_pipeline(const MtSchedule *s, const double *stage, double *makespan, double *busy)
+{
+    int P = s->P, V = s->V, step = s->kind == MT_SCHED_INTERLEAVED ? P : 1;
+    int m2 = (8 * P + step - 1) / step * step; /* the longest list simulated */
+    if (s->M <= m2 || s->kind == MT_SCHED_NAIVE)
+        return simulate(s, stage, makespan, busy);
+    /* beyond: the busiest rank computes every micro-batch, so the makespan grows at least by
+     * its work per micro-batch, and by the slope of the last P micro-batches simulated where
+     * that is steeper; exact once the busiest rank has absorbed its slack (tested against
+     * full simulations of uneven stages up to 21 P: within 1%) */
+    double t1, b1, t2, b2, wmax = 0;
+    MtSchedule a = *s, b = *s;
+    a.M = m2 - (P > step ? P : step);
+    b.M = m2;
+    MT_TRY(simulate(&a, stage, &t1, &b1));
+    MT_TRY(simulate(&b, stage, &t2, &b2));
+    for (int r = 0; r < P; r++) {
+        double w = 0;
+        for (int c = 0; c < V; c++)
+            w += stage[3 * (c * P + r)] + stage[3 * (c * P + r) + 1] + stage[3 * (c * P + r) + 2];
+        wmax = w > wmax ? w : wmax;
+    }
+    /* the last P micro-batches' slope where it is steeper (phases whose bottlenecks differ:
+     * gpipe's forwards then backwards, interleaving's rounds) */
+    double slope = (t2 - t1) / (b.M - a.M);
+    *makespan = t2 + (s->M - m2) * (slope > wmax ? slope : wmax);
+    *busy = b2 + (s->M - m2) * wmax;
+    return MT_OK;
+}
+
+/* ---- one unit's costs for one micro-batch on one tp rank ---- */
+
+typedef struct {
+    double f, b, w;    /* compute: forward, backward's input part, its weight part */
+    double rc;         /* recomputation before the backward */
+    double tpf, tpb;   /* exposed tensor-parallel collectives: forward (and recomputed forward), backward */
+} UnitCost;
+
+typedef struct {
+    const MtPlanModel *m;
+    const MtPlanLayout *l;
+    const MtCluster *cl;
+    double e;  /* bytes per activation element */
+    MtLink tpl;
+} Ctx;
+
+static double G(const Ctx *x, double m, double n, double k, double count)
+{
+    return mt_cost_gemm(x->cl, x->m->prec, m, n, k, count);
+}
+
+static double tp_coll(const Ctx *x, double bytes)
+{
+    /* an all-reduce, or with sequence parallelism an all-gather and a reduce-scatter of the
+     * same total: the same ring time */
+    return mt_cost_coll(x->cl, x->tpl, MT_COLL_ALLREDUCE, x->l->tp, bytes);
+}
+
+static UnitCost block_cost(const Ctx *x)
+{
+    const MtConfig *c = &x->m->cfg;
+    double b = x->l->micro, s = x->m->seq, h = c->C, a = c->NH, t = x->l->tp, hd = h / a, bs = b * s, e = x->e;
+    double sp = x->l->seqpar ? t : 1.0; /* what sequence parallelism divides */
+    UnitCost u = {0};
+    /* the four weight products: qkv, proj, fc1, fc2 */
+    double fwd = G(x, bs, 3 * h / t, h, 1) + G(x, bs, h, h / t, 1) + G(x, bs, 4 * h / t, h, 1) + G(x, bs, h, 4 * h / t, 1);
+    double dgrad = G(x, bs, h, 3 * h / t, 1) + G(x, bs, h / t, h, 1) + G(x, bs, h, 4 * h / t, 1) + G(x, bs, 4 * h / t, h, 1);
+    double wgrad = G(x, h, 3 * h / t, bs, 1) + G(x, h / t, h, bs, 1) + G(x, h, 4 * h / t, bs, 1) + G(x, 4 * h / t, h, bs, 1);
+    /* attention's core: S = Q K^T and S V per head; fused skips the causal mask's half */
+    double heads = b * a / t, causal = x->m->attn_fused ? 0.5 : 1.0;
+    double core = G(x, s, s, hd, heads * causal) + G(x, s, hd, s, heads * causal);
+    double core_b = (x->m->attn_fused ? 2.5 : 2.0) * core; /* fused: the backward recomputes S */
+    /* element-wise bytes of the forward: two LayerNorms, two residual adds with dropout, GELU,
+     * and unfused attention's scale, mask, softmax and dropout over the scores */
+    double ew = (2 * 2 * e + 2 * 3 * e) * bs * h / sp + 2 * e * 4 * bs * h / t;
+    double scores = x->m->attn_fused ? 0.0 : (4 * e + 1) * b * a * s * s / t;
+    double ew_t = mt_cost_stream(x->cl, ew), sc_t = mt_cost_stream(x->cl, scores);
+    u.f = fwd + core + ew_t + sc_t;
+    u.b = dgrad + core_b + 2 * (ew_t + sc_t);
+    u.w = wgrad;
+    double tp1 = t > 1 ? tp_coll(x, bs * h * e) : 0.0;
+    u.tpf = 2 * tp1;
+    u.tpb = 2 * tp1;
+    if (x->l->recompute == MT_RECOMPUTE_FULL) {
+        u.rc = u.f;
+        u.tpf += 2 * tp1; /* the recomputed forward's collectives */
+    } else if (x->l->recompute == MT_RECOMPUTE_ATTN)
+        u.rc = core + sc_t;
+    return u;
+}
+
+static UnitCost head_cost(const Ctx *x)
+{
+    const MtConfig *c = &x->m->cfg;
+    double bs = (double)x->l->micro * x->m->seq, h = c->C, t = x->l->tp, V = c->V, e = x->e;
+    double sp = x->l->seqpar ? t : 1.0;
+    UnitCost u = {0};
+    double lnf = mt_cost_stream(x->cl, 2 * e * bs * h / sp);
+    double loss = mt_cost_stream(x->cl, 3 * 4.0 * bs * V / t); /* fp32 logits: written, read for the softmax, the loss */
+    u.f = G(x, bs, V / t, h, 1) + lnf + loss;
+    u.b = G(x, bs, h, V / t, 1) + 2 * lnf + mt_cost_stream(x->cl, 2 * 4.0 * bs * V / t);
+    u.w = G(x, h, V / t, bs, 1);
+    if (t > 1) {
+        u.tpf = 3 * mt_cost_coll(x->cl, x->tpl, MT_COLL_ALLREDUCE, x->l->tp, 4.0 * bs); /* max, sum, target logit */
+        u.tpb = tp_coll(x, bs * h * e);                                               /* the input's gradient */
+    }
+    if (x->l->recompute == MT_RECOMPUTE_FULL)
+        u.rc = 0.0; /* the head keeps its operands */
+    return u;
+}
+
+static UnitCost embed_cost(const Ctx *x)
+{
+    double bs = (double)x->l->micro * x->m->seq, h = x->m->cfg.C, e = x->e;
+    UnitCost u = {0};
+    u.f = mt_cost_stream(x->cl, 3 * e * bs * h);
+    u.b = mt_cost_stream(x->cl, 2 * 4.0 * bs * h);
+    if (x->l->tp > 1)
+        u.tpf = tp_coll(x, bs * h * e); /* the vocabulary-split lookup's sum */
+    return u;
+}
+
+/* ---- parameters of the units (whole model; a tp rank holds its slices) ---- */
+
+static double block_floats(const MtConfig *c, int t)
+{
+    double h = c->C;
+    return (12 * h * h + 9 * h) / t + 4 * h; /* split weights and biases; LayerNorms and c_proj/fc2 biases replicated */
+}
+
+double mt_plan_model_flops(const MtPlanModel *m)
+{
+    const MtConfig *c = &m->cfg;
+    double h = c->C, N = 12.0 * c->L * h * h + (double)c->V * h, tokens = (double)m->batch * m->seq;
+    return 6.0 * N * tokens + 12.0 * c->L * m->seq * h * tokens;
+}
+
+static MtStatus time_model(const MtPlanModel *m, const MtPlanLayout *l, const MtCluster *cl, MtStepTime *t,
+                           double *stage_out, double bound)
+{
+    memset(t, 0, sizeof *t);
+    const MtConfig *c = &m->cfg;
+    Ctx x = {m, l, cl, m->prec == MT_PREC_BF16 ? 2.0 : 4.0, {0}};
+    x.tpl = mt_cost_group_link(cl, l->tp, 1, NULL);
+    UnitCost ub = block_cost(&x), uh = head_cost(&x), ue = embed_cost(&x);
+    int P = l->pp, V = l->pp > 1 ? l->V : 1, S = P * V;
+    int M = m->batch / l->micro / l->dp; /* micro-batches of one copy */
+    int blocks[MT_MAX_STAGES * 8];
+    MT_TRY(mt_stage_layers(c->L, S, P > 1 ? l->stage_layers : NULL, blocks));
+    double act = (double)l->micro * m->seq * c->C * x.e / (l->seqpar ? l->tp : 1); /* a stage's output message */
+    MtLink ppl = mt_cost_group_link(cl, P, l->dp * l->tp, NULL);
+    double p2p = P > 1 ? mt_cost_coll(cl, ppl, MT_COLL_P2P, 2, act) : 0.0;
+    /* per virtual stage: compute, recompute, tp, p2p of one micro-batch */
+    double *stage = calloc((size_t)S * 7, sizeof(double));
+    if (!stage)
+        return mt_error(MT_ENOMEM, "out of memory");
+    double *comp = stage + 3 * S, *rec = comp + S, *tpc = rec + S, *ppc = tpc + S;
+    double units_floats[MT_MAX_STAGES] = {0}; /* per rank: the parameter floats it holds */
+    int units_of[MT_MAX_STAGES] = {0};
+    for (int v = 0; v < S; v++) {
+        int first, last;
+        mt_stage_units(c->L, S, blocks, v, &first, &last);
+        double f = 0, b = 0, w = 0, rc = 0, tp = 0;
+        for (int u = first; u <= last; u++) {
+            const UnitCost *k = u == 0 ? &ue : u == c->L + 1 ? &uh : &ub;
+            f += k->f, b += k->b, w += k->w, rc += k->rc, tp += k->tpf + k->tpb;
+            units_floats[v % P] += u == 0 ? (double)c->V * c->C / l->tp + (double)m->seq * c->C
+                                 : u == c->L + 1 ? 2.0 * c->C : block_floats(c, l->tp);
+            units_of[v % P]++;
+        }
+        if (P > 1 && last == c->L + 1 && first > 0) /* the last stage's wte replica */
+            units_floats[v % P] += (double)c->V * c->C / l->tp;
+        double sends = (v < S - 1 ? p2p : 0.0) + (v > 0 ? p2p : 0.0);
+        comp[v] = f + b + w;
+        rec[v] = rc;
+        tpc[v] = tp;
+        ppc[v] = sends;
+        /* the simulator's F, B, W: the exposed collectives and sends inside them */
+        double tpf = 0, tpb = 0;
+        for (int u = first; u <= last; u++) {
+            const UnitCost *k = u == 0 ? &ue : u == c->L + 1 ? &uh : &ub;
+            tpf += k->tpf, tpb += k->tpb;
+        }
+        stage[3 * v] = f + tpf + (v < S - 1 ? p2p : 0.0);
+        stage[3 * v + 1] = b + rc + tpb + (v > 0 ? p2p : 0.0);
+        stage[3 * v + 2] = w;
+        if (!mt_schedule_split(l->sched) || P == 1) {
+            stage[3 * v + 1] += w;
+            stage[3 * v + 2] = 0.0;
+        }
+    }
+    /* the critical rank: the most work per micro-batch */
+    int crit = 0;
+    double work[MT_MAX_STAGES] = {0};
+    for (int v = 0; v < S; v++)
+        work[v % P] += stage[3 * v] + stage[3 * v + 1] + stage[3 * v + 2];
+    for (int r = 1; r < P; r++)
+        crit = work[r] > work[crit] ? r : crit;
+    double compute = 0, recompute = 0, tp = 0, pps = 0, last_b = 0;
+    for (int v = crit; v < S; v += P) {
+        compute += M * comp[v];
+        recompute += M * rec[v];
+        tp += M * tpc[v];
+        pps += M * ppc[v];
+        last_b += stage[3 * v + 1] + stage[3 * v + 2];
+    }
+    /* data parallelism over the critical rank's floats: fp32 gradients, working parameters */
+    double F = units_floats[crit], gbytes = 4.0 * F, wbytes = x.e * F;
+    int D = l->dp, Sh = l->zero > 0 && l->shard > 0 ? l->shard : D, rep = D / Sh;
+    MtLink dpl = mt_cost_group_link(cl, Sh, l->tp, NULL), repl = mt_cost_group_link(cl, rep, l->tp * Sh, NULL);
+    double dp = 0.0, nunits = units_of[crit] > 0 ? units_of[crit] : 1;
+    int mine = M; /* micro-batches of this rank per step */
+    if (D > 1) {
+        double ar = mt_cost_coll(cl, dpl, MT_COLL_ALLREDUCE, D, gbytes);
+        double rs = mt_cost_coll(cl, dpl, MT_COLL_REDUCE_SCATTER, Sh, gbytes);
+        double ag = mt_cost_coll(cl, dpl, MT_COLL_ALLGATHER, Sh, wbytes);
+        double across = rep > 1 ? mt_cost_coll(cl, repl, MT_COLL_ALLREDUCE, rep, gbytes / Sh) : 0.0;
+        /* what one backward hides: DDP's buckets and ZeRO's reduce-scatters overlap the last
+         * backward without a pipeline (with one they follow the copy's last backward) */
+        double hide = P > 1 ? 0.0 : last_b;
+        double tail = 1.0 / nunits; /* the last unit's bucket is never hidden */
+        if (l->zero == 0)
+            dp = fmax(ar - hide, ar * tail);
+        else if (l->zero == 1)
+            dp = fmax(rs - hide, rs * tail) + across + ag;
+        else if (l->zero == 2)
+            dp = mine * fmax(rs - hide, rs * tail) + across + ag;
+        else { /* FSDP: every micro-batch gathers each unit twice and reduce-scatters it, prefetched */
+            double per = 2 * ag + rs, work_mb = work[crit];
+            dp = mine * (fmax(per - work_mb, 0.0) + per * tail) + across;
+        }
+    }
+    t->dp = dp;
+    /* the optimizer over the rank's shard: read p, g, m, v, write p, m, v (and the bf16 copy), the norm's read */
+    double shard = l->zero > 0 && D > 1 ? F / Sh : F;
+    t->optimizer = mt_cost_stream(cl, shard * (28.0 + (m->prec == MT_PREC_BF16 ? 2.0 : 0.0) + 4.0));
+    /* a lower bound without the simulation: the critical rank's work; above `bound` the
+     * layout cannot be among the fastest and is not simulated */
+    double lower = M * work[crit] + t->dp + t->optimizer;
+    if (P > 1 && lower > bound) {
+        free(stage);
+        t->compute = compute, t->recompute = recompute, t->tp = tp, t->pp = pps;
+        t->step = lower;
+        t->bounded = 1;
+        return MT_OK;
+    }
+    double makespan, busy;
+    MtStatus st = MT_OK;
+    if (P > 1) { /* the last simulation is kept: the search's layouts that differ only in ZeRO share it */
+        static MtSchedule key;
+        static double *kept, kept_span, kept_busy;
+        static int kept_n;
+        MtSchedule sc = {l->sched, P, M, V};
+        if (kept && kept_n == 3 * S && memcmp(&key, &sc, sizeof sc) == 0 &&
+            memcmp(kept, stage, sizeof(double) * 3 * (size_t)S) == 0)
+            makespan = kept_span, busy = kept_busy;
+        else if ((st = mt_cost_pipeline(&sc, stage, &makespan, &busy)) == MT_OK) {
+            double *k = realloc(kept, sizeof(double) * 3 * (size_t)S);
+            if (k) {
+                kept = k, kept_n = 3 * S, key = sc, kept_span = makespan, kept_busy = busy;
+                memcpy(kept, stage, sizeof(double) * 3 * (size_t)S);
+            }
+        }
+    } else
+        makespan = busy = M * work[0];
+    if (stage_out)
+        memcpy(stage_out, stage, sizeof(double) * 3 * (size_t)S);
+    free(stage);
+    if (st != MT_OK)
+        return st;
+    t->compute = compute;
+    t->recompute = recompute;
+    t->tp = tp;
+    t->pp = pps;
+    t->bubble = makespan - (compute + recompute + tp + pps);
+    if (t->bubble < 0)
+        t->bubble = 0;
+    t->step = makespan + t->dp + t->optimizer;
+    (void)busy;
+    return MT_OK;
+}
+
+MtStatus mt_plan_time(const MtPlanModel *m, const MtPlanLayout *l, const MtCluster *cl, double bound, MtStepTime *t)
+{
+    return time_model(m, l, cl, t, NULL, bound);
+}
+
+MtStatus mt_plan_stage_costs(const MtPlanModel *m, const MtPlanLayout *l, const MtCluster *cl, double *stage)
+{
+    MtStepTime t;
+    return time_model(m, l, cl, &t, stage, INFINITY);
+}

@@ -1,0 +1,56 @@
+/* mt_cluster.h - a cluster as the planner sees it: devices, their memory, the links
+ * between them, and the efficiencies the time model applies (docs/planner.md).
+ *
+ * A cluster file is JSON (clusters/a100-80g.json is an example):
+ *   name              string
+ *   devices_per_node  integer >= 1
+ *   device            peak_tflops {fp32, bf16}: dense peak of a matrix product per precision;
+ *                     memory_bytes; memory_bw_gbs (GB/s, 10^9 bytes); memory_efficiency (0, 1]:
+ *                     the fraction of that bandwidth streaming kernels reach
+ *   intra_node        bw_gbs (each way, per device), latency_us (per step of a collective)
+ *   inter_node        the same for a device's share of the links between nodes
+ *   efficiency        gemm_max (0, 1]: a large product's fraction of the peak; gemm_half_dim > 0:
+ *                     the matrix dimension at which a product reaches half of it per dimension;
+ *                     network (0, 1]: the fraction of link bandwidth collectives reach
+ *   sources           free text: where each figure comes from (not read)
+ * Every field but sources is required and positive; a missing, negative or mistyped one is
+ * MT_EINPUT naming the file and the field.  Built-in clusters (a100-80g, h100-80g) are the
+ * files of clusters/ compiled into the binary.  Pure: no MPI, no device.
+ */
+#ifndef MT_CLUSTER_H
+#define MT_CLUSTER_H
+
+#include "mt_core.h"
+
+enum { MT_PREC_FP32, MT_PREC_BF16, MT_NPREC };
+
+typedef struct {
+    double bw;  /* bytes per second, each way, per device */
+    double lat; /* seconds per step */
+} MtLink;
+
+typedef struct {
+    char name[64];
+    int devices_per_node;
+    double peak[MT_NPREC];  /* FLOP/s of a dense matrix product */
+    double mem_bytes;       /* per device */
+    double mem_bw;          /* bytes/s */
+    double mem_eff;
+    MtLink intra, inter;
+    double gemm_max, gemm_half, net_eff;
+} MtCluster;
+
+/* "fp32" / "bf16" -> MT_PREC_*; -1 if unknown. */
+int mt_prec_kind(const char *name);
+const char *mt_prec_name(int prec);
+/* Parses a cluster file's text (what names it in errors: the path). */
+MtStatus mt_cluster_parse(const char *text, size_t len, const char *what, MtCluster *cl);
+/* A built-in cluster by name (MT_EINPUT listing the names when unknown), or a file's path
+ * when name contains '/' or ends in .json. */
+MtStatus mt_cluster_load(const char *name, MtCluster *cl);
+/* The built-in names, comma separated (for help and errors). */
+const char *mt_cluster_builtin_names(void);
+/* The built-in file's text, or NULL. */
+const char *mt_cluster_builtin_text(const char *name);
+
+#endif
