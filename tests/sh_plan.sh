@@ -112,6 +112,25 @@ s1=$(sed -n 1p "$T/j.out" | grep -o '"step_s": [0-9.e+-]*' | cut -d' ' -f2)
 s4=$(sed -n 4p "$T/j.out" | grep -o '"step_s": [0-9.e+-]*' | cut -d' ' -f2)
 awk -v a="$s1" -v b="$s4" 'BEGIN { exit !(a <= b) }' && pass || fail "not fastest first: $s1 then $s4"
 
+# ---- this machine: calibrate writes a cluster file plan reads ----
+$MT_BIN calibrate --out "$T/cal.json" --threads 1 > "$T/cal.out" 2>&1 || fail "calibrate: $(tail -2 "$T/cal.out")"
+python3 - "$T/cal.json" <<'PY' && pass || fail "the calibration file: $(cat "$T/cal.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+d = j["device"]
+assert j["name"] == "this-machine" and j["devices_per_node"] >= 1 and d["threads"] == 1
+for v in (d["peak_tflops"]["fp32"], d["memory_bw_gbs"], d["elementwise_bw_gbs"], j["intra_node"]["bw_gbs"],
+          j["intra_node"]["latency_us"], j["efficiency"]["gemm_half_dim"], j["efficiency"]["attention_forward"]):
+    assert v > 0, v
+assert 0.001 < d["peak_tflops"]["fp32"] < 100, d
+PY
+$MT_BIN plan "${MODEL[@]}" --batch-size 8 --devices 2 --cluster this-machine --calibration "$T/cal.json" \
+  --precision fp32 --top 2 > "$T/tm.out" && grep -q "devices of this-machine" "$T/tm.out" && pass \
+  || fail "plan on the calibration: $(head -3 "$T/tm.out")"
+expect_bad_input "calibrate: --threads 0" $MT_BIN calibrate --out "$T/c2.json" --threads 0
+expect_bad_input "calibrate: a directory that is not there" $MT_BIN calibrate --out "$T/no/such/c.json"
+expect_bad_input "--calibration without this-machine" $MT_BIN plan --model gpt2 --devices 8 --calibration "$T/cal.json"
+
 # ---- bad input: one line, exit 2 ----
 expect_bad_input "unknown cluster" $MT_BIN plan --model gpt2 --devices 8 --cluster tpu-v9
 python3 - "$T" <<'PY'

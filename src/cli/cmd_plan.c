@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "flags.h"
 #include "mt_cli.h"
@@ -12,7 +13,7 @@
 #include "mt_timeline.h"
 
 typedef struct {
-    const char *model, *cluster, *precision, *attention, *schedule, *recompute, *svg, *data, *stage_layers;
+    const char *model, *cluster, *precision, *attention, *schedule, *recompute, *svg, *data, *stage_layers, *calibration;
     int layers, heads, dim, seq_len, vocab, batch, nodes, devices, top, json, explain, all;
     int dp, tp, pp, zero, shard, vstages, micro, seqpar, no_seqpar, accum_blocks;
 } PlanArgs;
@@ -146,17 +147,8 @@ static MtStatus draw(const MtPlanModel *m, const MtCluster *cl, const MtPlanEntr
     MtSimResult res;
     MtStatus st = mt_simulate(&s, lists, n, (MtSimCosts){0, 0, 0, stage, NULL}, &res);
     int nb = 0;
-    for (int r = 0; st == MT_OK && r < P; r++)
-        nb += res.nspan[r];
-    MtBox *box = st == MT_OK ? malloc(sizeof(MtBox) * (size_t)(nb ? nb : 1)) : NULL;
+    MtBox *box = st == MT_OK ? mt_timeline_sim_boxes(&res, lists, P, &nb) : NULL;
     if (st == MT_OK) {
-        MT_ASSERT(box, "out of memory");
-        int k = 0;
-        for (int r = 0; r < P; r++)
-            for (int i = 0; i < res.nspan[r]; i++) {
-                const MtAction *a = &lists[r][res.span[r][i].action];
-                box[k++] = (MtBox){r, a->kind, a->mb, a->stage / P, res.span[r][i].start, res.span[r][i].end};
-            }
         char title[256];
         snprintf(title, sizeof title, "predicted: %s, pp %d, %d of %d micro-batches of %d, %s (ms)",
                  mt_schedule_name(l->sched), P, Md, M, l->micro, cl->name);
@@ -197,8 +189,10 @@ int mt_cmd_plan(int argc, char **argv)
         {"seq-len", FLAG_INT, &a.seq_len, "tokens per sequence"},
         {"vocab", FLAG_INT, &a.vocab, "vocabulary size"},
         {"batch-size", FLAG_INT, &a.batch, "sequences per optimizer step, over all devices"},
-        {"cluster", FLAG_STR, &a.cluster, "a built-in cluster (a100-80g, h100-80g) or a cluster file (JSON, "
-         "docs/planner.md)", "NAME|FILE"},
+        {"cluster", FLAG_STR, &a.cluster, "a built-in cluster (a100-80g, h100-80g), this-machine (measured: "
+         "--calibration, or meshtrain calibrate run first) or a cluster file (JSON, docs/planner.md)", "NAME|FILE"},
+        {"calibration", FLAG_STR, &a.calibration, "with --cluster this-machine: the file meshtrain calibrate wrote "
+         "(not given: calibrate now, devices of one thread)", "FILE"},
         {"nodes", FLAG_INT, &a.nodes, "nodes of the cluster to use (or --devices)"},
         {"devices", FLAG_INT, &a.devices, "devices to use (or --nodes)"},
         {"precision", FLAG_STR, &a.precision, "fp32 (every product in fp32, the CPU engine's bytes) or bf16 (mixed "
@@ -269,7 +263,27 @@ int mt_cmd_plan(int argc, char **argv)
                                     a.attention));
     m.attn_fused = strcmp(a.attention, "fused") == 0;
     MtCluster cl;
-    if ((s = mt_cluster_load(a.cluster, &cl)) != MT_OK)
+    char measured[64] = "";
+    if (strcmp(a.cluster, "this-machine") == 0 && !a.calibration) { /* measure now, into a file of our own */
+        snprintf(measured, sizeof measured, "/tmp/meshtrain-calibration-%d.json", (int)getpid());
+        char self[4096], cmd[4400];
+        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (len <= 0)
+            return mt_cli_fail(mt_error(MT_EIO, "meshtrain plan: cannot find its own binary to calibrate"));
+        self[len] = 0;
+        snprintf(cmd, sizeof cmd, "'%s' calibrate --out '%s' --threads 1 >&2", self, measured);
+        if (system(cmd) != 0) {
+            unlink(measured);
+            return mt_cli_fail(mt_error(MT_EIO, "meshtrain plan: --cluster this-machine: meshtrain calibrate failed"));
+        }
+        a.calibration = measured;
+    }
+    if (a.calibration && strcmp(a.cluster, "this-machine") != 0)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain plan: --calibration is for --cluster this-machine"));
+    s = a.calibration ? mt_cluster_read(a.calibration, &cl) : mt_cluster_load(a.cluster, &cl);
+    if (measured[0])
+        unlink(measured);
+    if (s != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain plan"));
     if (SET("nodes") == SET("devices"))
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain plan: give one of --nodes N and --devices N"));

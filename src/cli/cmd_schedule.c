@@ -295,17 +295,8 @@ int mt_cmd_schedule(int argc, char **argv)
     }
     printf("\n");
     if (f) {
-        int total = 0;
-        for (int r = 0; r < P; r++)
-            total += res.nspan[r];
-        MtBox *box = malloc(sizeof(MtBox) * (size_t)total);
-        MT_ASSERT(box, "out of memory");
-        int k = 0;
-        for (int r = 0; r < P; r++)
-            for (int i = 0; i < res.nspan[r]; i++) {
-                const MtAction *a = &lists[r][res.span[r][i].action];
-                box[k++] = (MtBox){r, a->kind, a->mb, a->stage / P, res.span[r][i].start, res.span[r][i].end};
-            }
+        int total;
+        MtBox *box = mt_timeline_sim_boxes(&res, lists, P, &total);
         char title[128];
         snprintf(title, sizeof title, "%s, P %d, M %d, V %d: simulated bubble %.4f", sched, P, M, V, res.bubble);
         MtTimeline t = {title, box, total, P};

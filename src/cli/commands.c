@@ -18,6 +18,7 @@ static void usage(FILE *f)
             "  bench-comm  bus bandwidth of the collectives, meshtrain's layer against raw MPI\n"
             "  schedule    print a pipeline schedule's timeline per rank and its simulated bubble\n"
             "  plan        choose a layout for a model on a cluster: memory, step time, the train command\n"
+            "  calibrate   measure this machine as a cluster file for plan\n"
             "  tokenizer   GPT-2 byte-level BPE: import a vocabulary, encode text to ids, decode them\n"
             "\n"
             "Parallel runs: train --dp D --tp T --pp P is a job of D x T x P ranks. Started by hand, meshtrain\n"
@@ -43,6 +44,7 @@ int mt_cli_main(int argc, char **argv)
     if (strcmp(cmd, "bench-comm") == 0) return mt_cmd_bench_comm(argc, argv);
     if (strcmp(cmd, "tokenizer") == 0) return mt_cmd_tokenizer(argc - 2, argv + 2);
     if (strcmp(cmd, "plan") == 0) return mt_cmd_plan(argc - 2, argv + 2);
+    if (strcmp(cmd, "calibrate") == 0) return mt_cmd_calibrate(argc - 2, argv + 2);
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;

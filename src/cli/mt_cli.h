@@ -14,6 +14,7 @@ int mt_cmd_bench(int argc, char **argv);
 int mt_cmd_schedule(int argc, char **argv);
 int mt_cmd_tokenizer(int argc, char **argv);
 int mt_cmd_plan(int argc, char **argv);
+int mt_cmd_calibrate(int argc, char **argv);
 /* takes the whole argv (it may re-execute itself under mpirun) */
 int mt_cmd_bench_comm(int argc, char **argv);
 

@@ -6,6 +6,8 @@
 
 #include <stdio.h>
 
+#include "mt_schedule.h"
+
 typedef struct {
     int rank;
     int kind;     /* MtActKind: MT_ACT_F, MT_ACT_B or MT_ACT_W */
@@ -21,5 +23,9 @@ typedef struct {
     int nbox, P;
 } MtTimeline;
 int mt_timeline_svg(FILE *f, const MtTimeline *sets, int nsets);
+
+/* The compute actions of a simulated step as boxes (the P lists the simulation ran; *n
+ * receives their count); malloc'd, the caller frees. */
+MtBox *mt_timeline_sim_boxes(const MtSimResult *res, MtAction *const *lists, int P, int *n);
 
 #endif

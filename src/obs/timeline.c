@@ -1,6 +1,8 @@
 /* timeline.c - SVG drawing of pipeline timelines. */
 #include "mt_timeline.h"
 
+#include <stdlib.h>
+
 #include "mt_schedule.h"
 
 #define ROW_H 22
@@ -58,4 +60,21 @@ int mt_timeline_svg(FILE *f, const MtTimeline *sets, int nsets)
     fprintf(f, "<rect x=\"690\" y=\"0\" width=\"12\" height=\"12\" fill=\"#dddddd\"/><text x=\"706\" y=\"10\">idle</text>"
                "</g>\n</svg>\n");
     return ferror(f) ? -1 : 0;
+}
+
+MtBox *mt_timeline_sim_boxes(const MtSimResult *res, MtAction *const *lists, int P, int *n)
+{
+    int total = 0;
+    for (int r = 0; r < P; r++)
+        total += res->nspan[r];
+    MtBox *box = malloc(sizeof(MtBox) * (size_t)(total ? total : 1));
+    MT_ASSERT(box, "out of memory");
+    int k = 0;
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < res->nspan[r]; i++) {
+            const MtAction *a = &lists[r][res->span[r][i].action];
+            box[k++] = (MtBox){r, a->kind, a->mb, a->stage / P, res->span[r][i].start, res->span[r][i].end};
+        }
+    *n = total;
+    return box;
 }

@@ -95,12 +95,49 @@ MtStatus mt_cluster_parse(const char *text, size_t len, const char *what, MtClus
         s = num(j, "efficiency", "gemm_half_dim", 0, what, &cl->gemm_half);
     if (s == MT_OK)
         s = num(j, "efficiency", "network", 1.0, what, &cl->net_eff);
+    const char *opt[] = {"attention_forward", "attention_backward"};
+    double *optv[] = {&cl->attn_fwd, &cl->attn_bwd};
+    for (int i = 0; i < 2 && s == MT_OK; i++)
+        if (mt_json_get(mt_json_get(j, "efficiency"), opt[i]))
+            s = num(j, "efficiency", opt[i], 1.0, what, optv[i]);
+    if (s == MT_OK && mt_json_get(dev, "elementwise_bw_gbs"))
+        s = num(dev, "elementwise_bw_gbs", NULL, 0, what, &cl->ew_bw);
+    if (s == MT_OK && mt_json_get(dev, "node_full_speed"))
+        s = num(dev, "node_full_speed", NULL, 1.0, what, &cl->node_full);
+    double threads = 1;
+    if (s == MT_OK && mt_json_get(dev, "threads"))
+        s = num(dev, "threads", NULL, 1024, what, &threads);
+    if (s == MT_OK && (threads != (double)(int)threads || threads < 1))
+        s = mt_error(MT_EINPUT, "%s: field device.threads is %g: must be a whole number >= 1", what, threads);
+    cl->threads = (int)threads;
+    const MtJson *tab = mt_json_get(mt_json_get(j, "efficiency"), "gemm_table");
+    if (s == MT_OK && tab && (mt_json_type(tab) != MT_JSON_ARRAY || mt_json_len(tab) > MT_CLUSTER_MAX_GEMM))
+        s = mt_error(MT_EINPUT, "%s: field efficiency.gemm_table must be an array of at most %d entries", what,
+                     MT_CLUSTER_MAX_GEMM);
+    for (int i = 0; s == MT_OK && i < mt_json_len(tab); i++) {
+        const MtJson *e = mt_json_at(tab, i);
+        double v[6];
+        int ok = mt_json_type(e) == MT_JSON_ARRAY && mt_json_len(e) == 6;
+        for (int k = 0; ok && k < 6; k++) {
+            v[k] = mt_json_num(mt_json_at(e, k));
+            ok = mt_json_type(mt_json_at(e, k)) == MT_JSON_NUMBER && (k < 2 ? v[k] == 0 || v[k] == 1 : v[k] > 0);
+        }
+        if (!ok) {
+            s = mt_error(MT_EINPUT, "%s: efficiency.gemm_table entry %d must be [ta, tb, m, n, k, gflops] (ta, tb 0 "
+                         "or 1; the rest positive)", what, i);
+            break;
+        }
+        cl->gemm[i].ta = (int)v[0], cl->gemm[i].tb = (int)v[1];
+        cl->gemm[i].m = v[2], cl->gemm[i].n = v[3], cl->gemm[i].k = v[4], cl->gemm[i].rate = v[5] * 1e9;
+        cl->ngemm = i + 1;
+    }
     if (s == MT_OK) {
         snprintf(cl->name, sizeof cl->name, "%s", name);
         cl->devices_per_node = (int)dpn;
         cl->peak[MT_PREC_FP32] = tf32 * 1e12;
         cl->peak[MT_PREC_BF16] = tbf16 * 1e12;
         cl->mem_bw *= 1e9;
+        cl->ew_bw *= 1e9;
         cl->intra.bw *= 1e9;
         cl->inter.bw *= 1e9;
         cl->intra.lat *= 1e-6;
@@ -116,10 +153,16 @@ MtStatus mt_cluster_load(const char *name, MtCluster *cl)
     if (!strchr(name, '/') && !(n > 5 && strcmp(name + n - 5, ".json") == 0)) {
         const char *text = mt_cluster_builtin_text(name);
         if (!text)
-            return mt_error(MT_EINPUT, "--cluster %s: unknown cluster (built in: %s; or a cluster file's path, "
+            return mt_error(MT_EINPUT, "--cluster %s: unknown cluster (built in: %s; this-machine, measured by meshtrain calibrate; or a cluster file's path, "
                             "docs/planner.md)", name, mt_cluster_builtin_names());
         return mt_cluster_parse(text, strlen(text), name, cl);
     }
+    return mt_cluster_read(name, cl);
+}
+
+MtStatus mt_cluster_read(const char *path, MtCluster *cl)
+{
+    const char *name = path;
     unsigned char *text;
     int64_t len;
     MtStatus s = mt_file_read(name, &text, &len);

@@ -140,12 +140,27 @@ typedef struct {
     const MtCluster *cl;
     double e;  /* bytes per activation element */
     MtLink tpl;
+    double speed; /* the device's compute speed: node_full_speed when the layout fills a node, else 1 */
 } Ctx;
 
-static double G(const Ctx *x, double m, double n, double k, double count)
+/* element-wise kernels' bytes (the cluster's measured rate where it has one) */
+static double E(const Ctx *x, double bytes)
 {
-    return mt_cost_gemm(x->cl, x->m->prec, m, n, k, count);
+    return (x->cl->ew_bw > 0 ? bytes / x->cl->ew_bw : mt_cost_stream(x->cl, bytes)) / x->speed;
 }
+
+/* a product (m x k) (k x n) as the CPU kernels call it (ta, tb: 0 0 forward, 0 1 the input's
+ * gradient, 1 0 the weight's): its measured rate where the cluster has that shape, else the curve */
+static double Gt(const Ctx *x, int ta, int tb, double m, double n, double k, double count)
+{
+    for (int i = 0; i < x->cl->ngemm; i++)
+        if (x->cl->gemm[i].ta == ta && x->cl->gemm[i].tb == tb && x->cl->gemm[i].m == m && x->cl->gemm[i].n == n &&
+            x->cl->gemm[i].k == k)
+            return count * 2.0 * m * n * k / x->cl->gemm[i].rate / x->speed;
+    return mt_cost_gemm(x->cl, x->m->prec, m, n, k, count) / x->speed;
+}
+
+static double G(const Ctx *x, double m, double n, double k, double count) { return Gt(x, 0, 0, m, n, k, count); }
 
 static double tp_coll(const Ctx *x, double bytes)
 {
@@ -161,18 +176,27 @@ static UnitCost block_cost(const Ctx *x)
     double sp = x->l->seqpar ? t : 1.0; /* what sequence parallelism divides */
     UnitCost u = {0};
     /* the four weight products: qkv, proj, fc1, fc2 */
-    double fwd = G(x, bs, 3 * h / t, h, 1) + G(x, bs, h, h / t, 1) + G(x, bs, 4 * h / t, h, 1) + G(x, bs, h, 4 * h / t, 1);
-    double dgrad = G(x, bs, h, 3 * h / t, 1) + G(x, bs, h / t, h, 1) + G(x, bs, h, 4 * h / t, 1) + G(x, bs, 4 * h / t, h, 1);
-    double wgrad = G(x, h, 3 * h / t, bs, 1) + G(x, h / t, h, bs, 1) + G(x, h, 4 * h / t, bs, 1) + G(x, 4 * h / t, h, bs, 1);
+    double fwd = 0, dgrad = 0, wgrad = 0;
+    double in[4] = {h, h / t, h, 4 * h / t}, out[4] = {3 * h / t, h, 4 * h / t, h}; /* qkv, proj, fc, fc proj */
+    for (int i = 0; i < 4; i++) {
+        fwd += Gt(x, 0, 0, bs, out[i], in[i], 1);
+        dgrad += Gt(x, 0, 1, bs, in[i], out[i], 1);
+        wgrad += Gt(x, 1, 0, in[i], out[i], bs, 1);
+    }
     /* attention's core: S = Q K^T and S V per head; fused skips the causal mask's half */
     double heads = b * a / t, causal = x->m->attn_fused ? 0.5 : 1.0;
     double core = G(x, s, s, hd, heads * causal) + G(x, s, hd, s, heads * causal);
     double core_b = (x->m->attn_fused ? 2.5 : 2.0) * core; /* fused: the backward recomputes S */
+    if (x->m->attn_fused && x->cl->attn_fwd > 0) { /* the fused kernel measured (meshtrain calibrate) */
+        double flops = 4.0 * heads * s * s * hd * 0.5, peak = x->cl->peak[x->m->prec];
+        core = flops / (peak * x->cl->attn_fwd) / x->speed;
+        core_b = 2.5 * flops / (peak * (x->cl->attn_bwd > 0 ? x->cl->attn_bwd : x->cl->attn_fwd)) / x->speed;
+    }
     /* element-wise bytes of the forward: two LayerNorms, two residual adds with dropout, GELU,
      * and unfused attention's scale, mask, softmax and dropout over the scores */
     double ew = (2 * 2 * e + 2 * 3 * e) * bs * h / sp + 2 * e * 4 * bs * h / t;
     double scores = x->m->attn_fused ? 0.0 : (4 * e + 1) * b * a * s * s / t;
-    double ew_t = mt_cost_stream(x->cl, ew), sc_t = mt_cost_stream(x->cl, scores);
+    double ew_t = E(x, ew), sc_t = E(x, scores);
     u.f = fwd + core + ew_t + sc_t;
     u.b = dgrad + core_b + 2 * (ew_t + sc_t);
     u.w = wgrad;
@@ -193,10 +217,10 @@ static UnitCost head_cost(const Ctx *x)
     double bs = (double)x->l->micro * x->m->seq, h = c->C, t = x->l->tp, V = c->V, e = x->e;
     double sp = x->l->seqpar ? t : 1.0;
     UnitCost u = {0};
-    double lnf = mt_cost_stream(x->cl, 2 * e * bs * h / sp);
-    double loss = mt_cost_stream(x->cl, 3 * 4.0 * bs * V / t); /* fp32 logits: written, read for the softmax, the loss */
+    double lnf = E(x, 2 * e * bs * h / sp);
+    double loss = E(x, 3 * 4.0 * bs * V / t); /* fp32 logits: written, read for the softmax, the loss */
     u.f = G(x, bs, V / t, h, 1) + lnf + loss;
-    u.b = G(x, bs, h, V / t, 1) + 2 * lnf + mt_cost_stream(x->cl, 2 * 4.0 * bs * V / t);
+    u.b = G(x, bs, h, V / t, 1) + 2 * lnf + E(x, 2 * 4.0 * bs * V / t);
     u.w = G(x, h, V / t, bs, 1);
     if (t > 1) {
         u.tpf = 3 * mt_cost_coll(x->cl, x->tpl, MT_COLL_ALLREDUCE, x->l->tp, 4.0 * bs); /* max, sum, target logit */
@@ -211,8 +235,8 @@ static UnitCost embed_cost(const Ctx *x)
 {
     double bs = (double)x->l->micro * x->m->seq, h = x->m->cfg.C, e = x->e;
     UnitCost u = {0};
-    u.f = mt_cost_stream(x->cl, 3 * e * bs * h);
-    u.b = mt_cost_stream(x->cl, 2 * 4.0 * bs * h);
+    u.f = E(x, 3 * e * bs * h);
+    u.b = E(x, 2 * 4.0 * bs * h);
     if (x->l->tp > 1)
         u.tpf = tp_coll(x, bs * h * e); /* the vocabulary-split lookup's sum */
     return u;
@@ -238,7 +262,9 @@ static MtStatus time_model(const MtPlanModel *m, const MtPlanLayout *l, const Mt
 {
     memset(t, 0, sizeof *t);
     const MtConfig *c = &m->cfg;
-    Ctx x = {m, l, cl, m->prec == MT_PREC_BF16 ? 2.0 : 4.0, {0}};
+    int world = l->dp * l->tp * l->pp;
+    Ctx x = {m, l, cl, m->prec == MT_PREC_BF16 ? 2.0 : 4.0, {0},
+             cl->node_full > 0 && world >= cl->devices_per_node ? cl->node_full : 1.0};
     x.tpl = mt_cost_group_link(cl, l->tp, 1, NULL);
     UnitCost ub = block_cost(&x), uh = head_cost(&x), ue = embed_cost(&x);
     int P = l->pp, V = l->pp > 1 ? l->V : 1, S = P * V;

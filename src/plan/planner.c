@@ -42,7 +42,7 @@ void mt_plan_one(const MtPlanModel *m, const MtCluster *cl, const MtPlanLayout *
     tc.batch = m->batch;
     tc.micro = l->micro;
     tc.seq = m->seq;
-    tc.threads = 1;
+    tc.threads = cl->threads > 0 ? cl->threads : 1; /* the CPU engine's per-thread scratch */
     tc.recompute = l->recompute;
     MtEngineRequest rq = {.dp = l->dp, .tp = l->tp, .pp = l->pp, .zero = l->zero, .shard = l->shard,
                           .seqpar = l->seqpar, .schedule = mt_schedule_name(l->pp > 1 ? l->sched : MT_SCHED_1F1B),
