@@ -10,7 +10,7 @@
 # (prog_stdiff), refused (the layout's one-line reason), or failed; and for
 # a run, whether every rank's parameter, gradient, optimizer and activation bytes (the
 # log's mem) and its bytes sent per group (the log's comm) are what mt_plan_memory and
-# mt_plan_comm predict (`train --plan`).  Exits 1 if any layout differs or fails.
+# mt_plan_comm predict (`train --plan-ranks`).  Exits 1 if any layout differs or fails.
 #
 # Blocks: each layout runs with --tp-blocks 8 (every split sum as 8 fixed blocks) and is
 # compared with one rank run with --tp-blocks 8, except ZeRO, which runs --tp-blocks tp (one
@@ -55,12 +55,12 @@ model="--data $W/data --layers 8 --heads 8 --dim 64 --seq-len 16 --batch-size 16
 losses() { grep -o '"loss": [^,]*' "$1" | cut -d' ' -f2; }
 vals() { grep -o '"val_loss": [^,]*' "$1" | cut -d' ' -f2; }
 # plan_ok log flags...: every rank's params, grads, optimizer and activation bytes, and the
-# bytes it sent over dp, tp and pp, in the run's last logged step equal what `train --plan`
+# bytes it sent over dp, tp and pp, in the run's last logged step equal what `train --plan-ranks`
 # (mt_plan_memory, mt_plan_comm) predicts for the layout
 plan_ok() {
   local log=$1 r=0 want got
   shift
-  $MT_BIN train $model "$@" --plan > "$W/plan.out" 2>&1 || return 1
+  $MT_BIN train $model "$@" --plan-ranks > "$W/plan.out" 2>&1 || return 1
   local line=$(tail -1 "$log")
   while read -r _ _ _ _ p _ g _ o _ a _ _ _ d _ t _ q _; do
     r=$((r + 1))

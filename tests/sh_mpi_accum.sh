@@ -9,7 +9,7 @@
 #    K = 1 is another sum than K = 8;
 #  - memory: one rank holds less than 2 gradient copies at K = 1 (the sum, a leaf buffer unit
 #    by unit, the block's embedding rows) instead of 1 + log2 8 at K = 8; every
-#    rank's logged grads bytes equal --plan's on one rank, DDP, ZeRO-1/2/3, pp 2 and ZeRO-1
+#    rank's logged grads bytes equal --plan-ranks's on one rank, DDP, ZeRO-1/2/3, pp 2 and ZeRO-1
 #    over pipeline copies at 1, 2, 7, 8 and 64 micro-batches per rank (at the default K and at
 #    one block per micro-batch), and at the default K a DDP, ZeRO-1 or pipeline rank holds at
 #    most 2x its parameters plus one unit, whatever M;
@@ -90,8 +90,8 @@ for x in "hg:h1:--pp 2 --schedule gpipe:sum" "h4:h1:--pp 4:sum" \
     *) lay="$lay --accum-blocks 0"; want="tied head: [0-9]* blocks of 1 micro-batch await their rows, their $kept" ;;
   esac
   [ $kept = ln_f ] && lay="$lay --head-recompute"
-  $MT_BIN train $model $lay --plan | grep -q "$want" && pass \
-    || fail "$lay: the plan's tied head is not '$want': $($MT_BIN train $model $lay --plan | grep -o 'tied head.*')"
+  $MT_BIN train $model $lay --plan-ranks | grep -q "$want" && pass \
+    || fail "$lay: the plan's tied head is not '$want': $($MT_BIN train $model $lay --plan-ranks | grep -o 'tied head.*')"
   train $name $model $lay
   same_run "$lay, the head's $kept" "$T/$ref" "$T/$name"
   [ $kept = sum ] || continue # (blocks of one: the tree over micro-batches)
@@ -127,7 +127,7 @@ for per in 1 2 7 8 64; do
       b=$((per * copies))
       $MT_BIN train $mm --batch-size $b $lay $acc --log-json "$T/mm.jsonl" > "$T/mm.out" 2>&1 \
         || { fail "M $b $lay $acc: $(tail -2 "$T/mm.out")"; continue; }
-      $MT_BIN train $mm --batch-size $b $lay $acc --plan > "$T/plan.txt"
+      $MT_BIN train $mm --batch-size $b $lay $acc --plan-ranks > "$T/plan.txt"
       want=$(awk '{print $7}' "$T/plan.txt" | tr '\n' ' ')
       [ "$want" = "$(grads "$T/mm.jsonl")" ] && pass || fail "M $b, $lay $acc: grads $(grads "$T/mm.jsonl"), plan $want"
       [ -z "$acc" ] && [ $bound = 1 ] || continue
@@ -143,14 +143,14 @@ gpt2="--layers 12 --heads 12 --dim 768 --seq-len 1024 --vocab 50257 --dp 8 --bat
 big="--layers 96 --heads 96 --dim 12288 --seq-len 2048 --vocab 51200 --dp 8 --tp 8 --pp 8 --batch-size 1536
      --micro-batch-size 1"
 for x in "$gpt2" "$big"; do
-  r=$($MT_BIN train --data "$T/data" $x --plan | awk '{ r = $7 / $5; if (r > m) m = r } END { printf "%.3f %d", m, NR }')
+  r=$($MT_BIN train --data "$T/data" $x --plan-ranks | awk '{ r = $7 / $5; if (r > m) m = r } END { printf "%.3f %d", m, NR }')
   awk -v r="${r% *}" 'BEGIN { exit !(r <= 2.1) }' && pass || fail "plan $x: the largest grads / params is ${r% *} over ${r#* } ranks"
   echo "plan: grads / params at most ${r% *} over ${r#* } ranks: $x" | tr -s ' \n' ' '; echo
 done
 for x in "one1:--accum-blocks 1" "dd:--dp 2 --accum-blocks 2" "z14:--dp 2 --zero 1 --accum-blocks 4" \
          "z22:--dp 2 --zero 2 --accum-blocks 2" "pk1:--pp 2 --accum-blocks 1" "dpk:--dp 2 --pp 2 --accum-blocks 2"; do
   [ -f "$T/${x%%:*}.jsonl" ] || train ${x%%:*} $m ${x#*:}
-  want=$($MT_BIN train $m ${x#*:} --plan | awk '{print $7}' | tr '\n' ' ')
+  want=$($MT_BIN train $m ${x#*:} --plan-ranks | awk '{print $7}' | tr '\n' ' ')
   [ "$want" = "$(grads "$T/${x%%:*}.jsonl")" ] && pass || fail "${x#*:}: grads $(grads "$T/${x%%:*}.jsonl"), plan $want"
 done
 # the checkpoint keeps K: resumed without the flag, the run is the straight one

@@ -20,7 +20,7 @@ cat "$T/eq.out"
   || fail "want 13 bit-identical layouts, each rank's memory and traffic as mt_plan_memory and mt_plan_comm predict"
 # the plan itself: ZeRO-1 over 2 ranks holds half the moments, FSDP also half the parameters
 # (plus its unit slots), a pipeline stage its own units
-plan() { $MT_BIN train --data "$T/data" --layers 4 --heads 4 --dim 64 --seq-len 16 --batch-size 4 "$@" --plan; }
+plan() { $MT_BIN train --data "$T/data" --layers 4 --heads 4 --dim 64 --seq-len 16 --batch-size 4 "$@" --plan-ranks; }
 make_text "$T/text.txt"
 $MT_BIN prepare --input "$T/text.txt" --out "$T/data" >/dev/null
 one=$(plan | awk '{print $5, $9}') z1=$(plan --dp 2 --zero 1 | head -1 | awk '{print $5, $9}')

@@ -87,7 +87,7 @@ done
 
 # ---- memory and traffic per rank against their formulas (micro-batches of 1 x 32 tokens) ----
 field() { echo "$1" | grep -o "\"$2\": [0-9.]*" | sed -n "${3}p" | cut -d' ' -f2; }
-check_rank() { # schedule P M V L recompute rank line chunk-peaks tied-head ("nh kept": --plan's)
+check_rank() { # schedule P M V L recompute rank line chunk-peaks tied-head ("nh kept": --plan-ranks's)
   awk -v s=$1 -v P=$2 -v M=$3 -v V=$4 -v L=$5 -v rc=$6 -v r=$7 -v act=$8 -v pp=$9 -v peaks="${10}" -v tied="${11}" '
     function al(x) { return int((x + 15) / 16) * 16 }
     function blocks(st) { return int(L / S) + (st < L % S) }
@@ -153,7 +153,7 @@ for cfg in "naive 2 none" "gpipe 2 none" "1f1b 2 none" "1f1b 4 none" "1f1b 4 att
     || { fail "mem $cfg: $(tail -2 "$T/mem.out")"; continue; }
   line=$(tail -1 "$T/mem.jsonl")
   plan=$($MT_BIN schedule --pp $P --microbatches 8 --schedule $s --virtual-stages $V | grep "^peak")
-  head=$($MT_BIN train $mem --pp $P --schedule $s --virtual-stages $V --recompute $rc --plan \
+  head=$($MT_BIN train $mem --pp $P --schedule $s --virtual-stages $V --recompute $rc --plan-ranks \
          | sed -n 's/.*tied head: \([0-9]*\) blocks\? of 1 micro-batch.*their \(operands\|ln_f\).*/\1 \2/p')
   for ((r = 0; r < P; r++)); do
     peaks=$(echo "$plan" | { grep -o "(chunks [0-9 ]*)" || true; } | sed -n "$((r + 1))p" | tr -d '()' | sed 's/chunks //')

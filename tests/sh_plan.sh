@@ -127,6 +127,15 @@ PY
 $MT_BIN plan "${MODEL[@]}" --batch-size 8 --devices 2 --cluster this-machine --calibration "$T/cal.json" \
   --precision fp32 --top 2 > "$T/tm.out" && grep -q "devices of this-machine" "$T/tm.out" && pass \
   || fail "plan on the calibration: $(head -3 "$T/tm.out")"
+# train --plan: per stage the fullest and emptiest rank, and the predicted step on the calibration
+$MT_BIN train --data "$T/data" "${MODEL[@]}" --batch-size 8 --micro-batch-size 1 --dp 2 --pp 2 --threads 1 --plan \
+  --calibration "$T/cal.json" > "$T/tp.out"
+[ "$(grep -c '^ *[01] \(fullest\|emptiest\) ' "$T/tp.out")" -eq 4 ] && grep -q "^predicted step on this-machine" "$T/tp.out" \
+  && pass || fail "train --plan: $(cat "$T/tp.out")"
+full0=$(awk '$1 == 0 && $2 == "fullest" { print $4 + $5 + $6 + $7 }' "$T/tp.out")
+ranks0=$($MT_BIN train --data "$T/data" "${MODEL[@]}" --batch-size 8 --micro-batch-size 1 --dp 2 --pp 2 --threads 1 \
+  --plan-ranks | awk 'NR <= 2 { s = $5 + $7 + $9 + $11; if (s > m) m = s } END { print m }')
+[ "$full0" = "$ranks0" ] && pass || fail "train --plan's fullest rank of stage 0 ($full0) is not --plan-ranks' ($ranks0)"
 expect_bad_input "calibrate: --threads 0" $MT_BIN calibrate --out "$T/c2.json" --threads 0
 expect_bad_input "calibrate: a directory that is not there" $MT_BIN calibrate --out "$T/no/such/c.json"
 expect_bad_input "--calibration without this-machine" $MT_BIN plan --model gpt2 --devices 8 --calibration "$T/cal.json"

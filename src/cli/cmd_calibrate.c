@@ -187,6 +187,23 @@ static void run_gemm_t(void *p)
             g->n, 0);
 }
 
+const char *mt_cli_calibrate_now(int threads)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/meshtrain-calibration-%d.json", (int)getpid());
+    char self[4096], cmd[4400];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return mt_error(MT_EIO, "cannot find this program's binary to calibrate"), NULL;
+    self[len] = 0;
+    snprintf(cmd, sizeof cmd, "'%s' calibrate --out '%s' --threads %d >&2", self, path, threads);
+    if (system(cmd) != 0) {
+        unlink(path);
+        return mt_error(MT_EIO, "meshtrain calibrate --threads %d failed", threads), NULL;
+    }
+    return path;
+}
+
 int mt_cmd_calibrate(int argc, char **argv)
 {
     const char *out = NULL;

@@ -263,25 +263,16 @@ int mt_cmd_plan(int argc, char **argv)
                                     a.attention));
     m.attn_fused = strcmp(a.attention, "fused") == 0;
     MtCluster cl;
-    char measured[64] = "";
-    if (strcmp(a.cluster, "this-machine") == 0 && !a.calibration) { /* measure now, into a file of our own */
-        snprintf(measured, sizeof measured, "/tmp/meshtrain-calibration-%d.json", (int)getpid());
-        char self[4096], cmd[4400];
-        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (len <= 0)
-            return mt_cli_fail(mt_error(MT_EIO, "meshtrain plan: cannot find its own binary to calibrate"));
-        self[len] = 0;
-        snprintf(cmd, sizeof cmd, "'%s' calibrate --out '%s' --threads 1 >&2", self, measured);
-        if (system(cmd) != 0) {
-            unlink(measured);
-            return mt_cli_fail(mt_error(MT_EIO, "meshtrain plan: --cluster this-machine: meshtrain calibrate failed"));
-        }
+    const char *measured = NULL;
+    if (strcmp(a.cluster, "this-machine") == 0 && !a.calibration) { /* measure now, devices of one thread */
+        if (!(measured = mt_cli_calibrate_now(1)))
+            return mt_cli_fail(mt_error_prefix(MT_EIO, "meshtrain plan: --cluster this-machine"));
         a.calibration = measured;
     }
     if (a.calibration && strcmp(a.cluster, "this-machine") != 0)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain plan: --calibration is for --cluster this-machine"));
     s = a.calibration ? mt_cluster_read(a.calibration, &cl) : mt_cluster_load(a.cluster, &cl);
-    if (measured[0])
+    if (measured)
         unlink(measured);
     if (s != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain plan"));

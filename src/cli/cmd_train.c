@@ -13,7 +13,7 @@
 #include "mt_dp.h"
 #include "mt_engine.h"
 #include "mt_pipeline.h"
-#include "mt_plan.h"
+#include "mt_train_plan.h"
 #include "mt_tp_engine.h"
 #include "mt_launch.h"
 #include "mt_cli.h"
@@ -25,11 +25,11 @@
 
 typedef struct {
     int layers, heads, dim, seq_len, vocab, ctx;
-    const char *data, *save, *resume, *log_json, *trace;
+    const char *data, *save, *resume, *log_json, *trace, *calibration;
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
     int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks, plan,
-        dry_run, accum_blocks, head_recompute;
+        dry_run, accum_blocks, head_recompute, plan_ranks;
     float comm_timeout, bucket_mb;
     const char *schedule, *stage_layers, *recompute_mode;
     uint64_t seed;
@@ -539,7 +539,12 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"comm-timeout", FLAG_FLOAT, &a.comm_timeout, "seconds a rank waits in one operation before it stops the job"},
         {"check-collectives", FLAG_BOOL, &a.check_coll, "every collective first checks that its group agrees"},
         {"trace", FLAG_STR, &a.trace, "Chrome trace of the run's communication (one row per rank)", "FILE"},
-        {"plan", FLAG_BOOL, &a.plan, "print each rank's planned bytes (memory and traffic) and exit"},
+        {"plan", FLAG_BOOL, &a.plan, "print each stage's fullest and emptiest rank's planned bytes (memory and "
+         "traffic) and the step time predicted on this machine (meshtrain calibrate, run first unless "
+         "--calibration is given), and exit"},
+        {"plan-ranks", FLAG_BOOL, &a.plan_ranks, "print every rank's planned bytes, one line each, and exit"},
+        {"calibration", FLAG_STR, &a.calibration, "with --plan: this machine's calibration (meshtrain calibrate "
+         "--out FILE)", "FILE"},
         {"dry-run", FLAG_BOOL, &a.dry_run, MT_HELP_DRY_RUN},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]);
@@ -559,37 +564,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
     MtStatus s = resolve(&a, flags, nflags, &tc, &rs, &layout, &acc_default, &k_kept);
     if (s != MT_OK)
         return mt_cli_fail(s);
-    if (a.plan) { /* every rank's bytes from the layout alone, before anything runs */
-        MtEngineLayout pl = layout;
-        for (int r = 0; r < a.dp * a.tp * a.pp; r++) {
-            int64_t b[MT_MEM_NCAT];
-            mt_plan_memory(&tc, &pl, r, b);
-            int64_t cb[3];
-            mt_plan_comm(&tc, &pl, r, cb);
-            int defer, nh = mt_plan_head(&tc, &pl, r, &defer);
-            printf("plan rank %d: params %lld grads %lld optimizer %lld activations %lld bytes; sends dp %lld tp %lld "
-                   "pp %lld bytes per step", r, (long long)b[MT_MEM_PARAMS], (long long)b[MT_MEM_GRADS],
-                   (long long)b[MT_MEM_OPTIM], (long long)b[MT_MEM_ACTS], (long long)cb[0], (long long)cb[1],
-                   (long long)cb[2]);
-            int B = mt_accum_block_size(&tc);
-            if (nh > 0) /* the last stage's tied head (docs/parallelism.md) */
-                printf("; tied head: %d block%s of %d micro-batch%s await%s their rows, %s", nh, nh > 1 ? "s" : "", B,
-                       B > 1 ? "es" : "", nh > 1 ? "" : "s",
-                       defer == MT_PIPE_HEAD_KEEP   ? "their operands kept (H_k computed when the rows arrive)"
-                       : defer == MT_PIPE_HEAD_REDO ? "their ln_f outputs kept (H_k recomputed when the rows arrive)"
-                                                    : "each as its head sum");
-            if (nh > 1 && B == 1 && defer == MT_PIPE_HEAD_SLOTS) { /* what --head-recompute would hold instead */
-                MtEngineLayout alt = pl;
-                int64_t b2[MT_MEM_NCAT];
-                alt.po.head_recompute = 1;
-                mt_plan_memory(&tc, &alt, r, b2);
-                printf(" (--head-recompute: grads %lld, activations %lld bytes)", (long long)b2[MT_MEM_GRADS],
-                       (long long)b2[MT_MEM_ACTS]);
-            }
-            putchar('\n');
-        }
-        return 0;
-    }
+    if (a.plan || a.plan_ranks) /* the bytes from the layout alone, before anything runs */
+        return mt_train_plan(&tc, &layout, a.plan_ranks, a.calibration);
     if (a.save && (s = check_save_dir(a.save)) != MT_OK)
         return mt_cli_fail(s);
     MtTokens train = {0}, val = {0};

@@ -18,6 +18,10 @@ int mt_cmd_calibrate(int argc, char **argv);
 /* takes the whole argv (it may re-execute itself under mpirun) */
 int mt_cmd_bench_comm(int argc, char **argv);
 
+/* Runs `meshtrain calibrate --threads T` into a file of this process's own (its report on
+ * stderr) and returns the path (the caller removes it), or NULL with the error set. */
+const char *mt_cli_calibrate_now(int threads);
+
 /* Threads, BLAS and kernels set up for this process; threads 0: OMP_NUM_THREADS if set
  * (and well formed), else the cores shared by this machine's ranks.  Returns the count,
  * or -1 with the error set when threads < 0. */
