@@ -24,6 +24,9 @@
    right in 90% of the (model, m) groups, peak memory within 10%.
 3. Search speed: the 175B-shaped model on 4096 devices of the cluster, every layout.
 
+Every *.csv of --shared is checked, each by its columns (the two kinds above; `seq_len` and
+`vocab` columns override the defaults where a table has them), or the tables --csv names.
+
 --fit: the cluster's three efficiency parameters (gemm_max, gemm_half_dim, network) fitted
 on Table 1 alone (coordinate descent minimising its mean relative error), printed with the
 cluster file they belong in; nothing is fitted per row.
@@ -31,6 +34,7 @@ cluster file they belong in; nothing is fitted per row.
 
 import argparse
 import csv
+import glob
 import json
 import os
 import subprocess
@@ -56,17 +60,19 @@ def plan(args, flags):
     return (json.loads(lines[0]) if lines else None), ""
 
 
-def megatron_flops(r, batch):
-    B, s, l, h, V = batch, 2048, int(r["layers"]), int(r["hidden"]), 51200
+def megatron_flops(r, batch, seq=2048, vocab=51200):
+    B, s, l, h, V = batch, seq, int(r["layers"]), int(r["hidden"]), vocab
     return 96.0 * B * s * l * h * h * (1 + s / (6.0 * h) + V / (16.0 * l * h))
 
 
-def megatron(args, quiet=False):
+def megatron(args, quiet=False, path=None):
+    path = path or os.path.join(args.shared, "megatron2021-table1.csv")
     out = []
-    for r in rows(os.path.join(args.shared, "megatron2021-table1.csv")):
+    for r in rows(path):
         g, tp, pp, batch = int(r["gpus"]), int(r["tp"]), int(r["pp"]), int(r["batch"])
-        flags = ["--layers", r["layers"], "--heads", r["heads"], "--dim", r["hidden"], "--seq-len", 2048,
-                 "--vocab", 51200, "--batch-size", batch, "--devices", g, "--tp", tp, "--pp", pp,
+        seq, vocab = int(r.get("seq_len") or 2048), int(r.get("vocab") or 51200)
+        flags = ["--layers", r["layers"], "--heads", r["heads"], "--dim", r["hidden"], "--seq-len", seq,
+                 "--vocab", vocab, "--batch-size", batch, "--devices", g, "--tp", tp, "--pp", pp,
                  "--dp", g // (tp * pp), "--zero", 0, "--recompute", "full", "--no-sequence-parallel",
                  "--attention", "unfused", "--precision", "bf16", "--top", 1]
         best, err = plan(args, flags)
@@ -74,7 +80,7 @@ def megatron(args, quiet=False):
         if best is None:
             out.append((r, None, pub, None, err))
             continue
-        pred = megatron_flops(r, batch) / best["step_s"] / g / 1e12
+        pred = megatron_flops(r, batch, seq, vocab) / best["step_s"] / g / 1e12
         out.append((r, best, pub, pred, ""))
     errs = [abs(p - q) / q for (_, b, q, p, _) in out if p is not None]
     missing = sum(1 for o in out if o[3] is None)
@@ -83,7 +89,7 @@ def megatron(args, quiet=False):
     if missing:
         mean = worst = float("inf")
     if not quiet:
-        print(f"\n### Megatron-LM 2021 Table 1 on {args.cluster} (model TFLOP/s per GPU, Eq. 3)\n")
+        print(f"\n### {os.path.basename(path)} on {args.cluster} (model TFLOP/s per GPU, Megatron's Eq. 3)\n")
         print("| params (B) | GPUs | tp | pp | dp | batch | chosen micro-batch, schedule | step s | published | predicted | error |")
         print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
         for r, b, pub, pred, err in out:
@@ -103,9 +109,10 @@ def megatron(args, quiet=False):
 ZB_SCHED = {"1F1B": "1f1b", "ZB-1p": "zb"}
 
 
-def zerobubble(args):
-    rs = rows(os.path.join(args.shared, "zerobubble-table4.csv"))
-    print(f"\n### Zero Bubble Table 4 on {args.cluster} (samples per GPU per second; peak memory GiB)\n")
+def zerobubble(args, path=None):
+    path = path or os.path.join(args.shared, "zerobubble-table4.csv")
+    rs = rows(path)
+    print(f"\n### {os.path.basename(path)} on {args.cluster} (samples per GPU per second; peak memory GiB)\n")
     print("| model | GPUs | mb | m | schedule | published | predicted | error | peak GiB published | predicted | error |")
     print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     tput_err, mem_err, groups = [], [], {}
@@ -121,8 +128,9 @@ def zerobubble(args):
         L = int(r["layers"])
         c = (L + 2) // g  # the embedding and the head count as chunks: the end stages hold one block fewer
         cut = ",".join(str(c - 1 if i in (0, g - 1) else c) for i in range(g))
-        flags = ["--layers", L, "--heads", r["heads"], "--dim", r["hidden"], "--seq-len", 1024,
-                 "--vocab", 50304, "--batch-size", mb * m, "--devices", g, "--tp", 1, "--pp", g, "--dp", 1,
+        seq, vocab = int(r.get("seq_len") or 1024), int(r.get("vocab") or 50304)
+        flags = ["--layers", L, "--heads", r["heads"], "--dim", r["hidden"], "--seq-len", seq,
+                 "--vocab", vocab, "--batch-size", mb * m, "--devices", g, "--tp", 1, "--pp", g, "--dp", 1,
                  "--stage-layers", cut,
                  "--micro-batch-size", mb, "--schedule", sched, "--recompute", "none", "--attention", "unfused",
                  "--precision", "bf16", "--top", 1]
@@ -201,12 +209,25 @@ def main():
     ap.add_argument("--cluster", default="a100-80g")
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared", "planner"))
     ap.add_argument("--fit", action="store_true")
+    ap.add_argument("--csv", nargs="*", help="these tables instead of every *.csv of --shared")
     args = ap.parse_args()
     if args.fit:
         fit(args)
         return
-    megatron(args)
-    zerobubble(args)
+    # every table of the folder (or --csv), by its columns: Megatron-style rows (tp, pp, gpus,
+    # batch, tflops_per_gpu) or Zero-Bubble-style rows (schedule, micro_batch_size,
+    # microbatches, samples_per_gpu_s); seq_len and vocab columns are read where present
+    paths = args.csv or sorted(glob.glob(os.path.join(args.shared, "*.csv")))
+    for path in paths:
+        with open(path) as f:
+            head = next((l for l in f if not l.startswith("#")), "")
+        cols = set(c.strip() for c in head.split(","))
+        if {"tp", "pp", "gpus", "batch", "tflops_per_gpu"} <= cols:
+            megatron(args, path=path)
+        elif {"schedule", "micro_batch_size", "microbatches", "samples_per_gpu_s"} <= cols:
+            zerobubble(args, path=path)
+        else:
+            print(f"\n### {os.path.basename(path)}: columns not recognised ({', '.join(sorted(cols))}): skipped")
     speed(args)
 
 
