@@ -114,7 +114,8 @@ static float *fill(int64_t n)
 }
 
 /* the collectives between `ranks` local ranks: latency (the smallest all-reduce's time per
- * step) and bandwidth (the best bus bandwidth at 1 MiB and above), from bench-comm's table */
+ * step, from the smallest size whose rate printed above 0.00) and bandwidth (the best bus
+ * bandwidth at 1 MiB and above), from bench-comm's table */
 static int comm_figures(const char *self, int ranks, double *lat, double *bw)
 {
     char cmd[4600];
@@ -130,7 +131,7 @@ static int comm_figures(const char *self, int ranks, double *lat, double *bw)
         if (sscanf(line, "| %lf %7s | %31s | %lf |", &size, unit, op, &val) != 4 || strcmp(op, "allreduce") != 0)
             continue;
         double bytes = size * (strcmp(unit, "MiB") == 0 ? 1048576.0 : 1024.0);
-        if (bytes <= 1024.0 && val > 0) /* busbw = bytes 2 (N-1) / N / time */
+        if (small <= 0 && val > 0) /* the smallest size that printed a rate: busbw = bytes 2 (N-1) / N / time */
             small = bytes * 2.0 * (ranks - 1) / ranks / (val * 1e9) / (2.0 * (ranks - 1));
         if (bytes >= 1048576.0 && val > best)
             best = val;
