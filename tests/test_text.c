@@ -261,6 +261,31 @@ int main(void)
         mt_bpe_free(b);
     }
 
+    /* a window at a time against the plain merge: windows of 12 to 400 bytes over pieces of
+     * 1000 to 4000 (many windows each), with short tokens (the windows splice) and with
+     * tokens up to 1500 bytes (a window shares no boundary with the next: the rest merged
+     * whole) */
+    for (int v = 0; v < 4; v++) {
+        MtBpe *b = v < 2 ? random_vocab(300 + 900 * v, alpha, 7)
+                         : random_vocab_of(400 + 600 * v, (const unsigned char *)"ab", 2, 1500, 1);
+        int agree = 1;
+        for (int t = 0; t < 12; t++) {
+            int n = 1000 + (int)(next() % 3000), win = (int[]){12, 33, 64, 150, 400}[t % 5];
+            unsigned char *p = malloc((size_t)n);
+            for (int i = 0; i < n; i++)
+                p[i] = v < 2 ? alpha[next() % 7] : "ab"[next() % 2 * (t % 3 != 0)];
+            int32_t *a = malloc(sizeof(int32_t) * (size_t)n), *c = malloc(sizeof(int32_t) * (size_t)n);
+            int64_t ka = plain_merge(b, p, n, a), kc = 0;
+            mt_bpe_merge(b, p, n, win, c, &kc);
+            agree &= ka == kc && memcmp(a, c, sizeof(int32_t) * (size_t)ka) == 0;
+            free(p);
+            free(a);
+            free(c);
+        }
+        CHECK(agree, "vocabulary %d: the merge a window at a time differs from the plain one", v);
+        mt_bpe_free(b);
+    }
+
     /* the round trip on random bytes (invalid UTF-8 and specials' text included) */
     MtBpe *b = random_vocab(800, (const unsigned char *)"ab \xC3\xA9'\n", 7);
     CHECK(mt_bpe_add_special(b, "<|endoftext|>", 1056) == MT_OK, "a special token");

@@ -13,6 +13,8 @@
 
 #define MAX_SPECIALS 64
 #define SHORT_PIECE 64 /* below: tiktoken's in-place merge; from here: buckets per rank */
+#define WINDOW (1 << 17) /* longer pieces: merged a window at a time (merge_windows) */
+#define WINDOW_LAP (1 << 12) /* the windows' overlap */
 
 typedef struct {
     uint32_t off;  /* into blob */
@@ -48,8 +50,9 @@ static uint64_t hash(const unsigned char *s, int len)
         h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
         h ^= h >> 29;
     }
-    uint64_t w = 0;
-    memcpy(&w, s + i, (size_t)(len - i));
+    uint64_t w = 0; /* the tail a byte at a time: memcpy of a variable length is a libc call */
+    for (int j = 0; i + j < len; j++)
+        w |= (uint64_t)s[i + j] << (8 * j);
     h = (h ^ w) * 0x94D049BB133111EBull;
     return h ^ (h >> 31);
 }
@@ -514,16 +517,24 @@ static inline void span_set(Spans *v, int32_t start, int32_t n)
     }
 }
 
-static void merge_long(const MtBpe *b, Pairs *ps, const unsigned char *p, int len, int32_t *out, int64_t *k)
+/* room for the parts of a piece of len bytes: huge pages, every element of `at` set before
+ * it is read (a first touch costs more than the merge) */
+static Spans spans_new(const MtBpe *b, int len)
 {
-    /* huge pages, every element of `at` set below: a first touch costs more than the merge */
     Spans v = {mt_mem_host_reserve(sizeof(Span) * (size_t)len),
                b->maxlen >= 255 ? mt_mem_host_reserve(sizeof(int32_t[2]) * (size_t)len) : NULL};
+    MT_ASSERT(v.at && (v.big || b->maxlen < 255), "out of memory to merge a piece of %d bytes", len);
+    return v;
+}
+
+/* the merge of a long piece in the parts' room v (for len bytes at least) */
+static void merge_in(const MtBpe *b, Pairs *ps, Spans v, const unsigned char *p, int len, int32_t *out, int64_t *k)
+{
     int32_t V = b->cap, low = V; /* no bucket below `low` holds an entry */
     if (!ps->bk)
         *ps = (Pairs){calloc((size_t)V, sizeof(Bucket)), calloc((size_t)(V + 63) / 64, sizeof(uint64_t)), NULL, 0, 0, V};
     Bucket *bk = ps->bk;
-    MT_ASSERT(v.at && (v.big || b->maxlen < 255) && bk && ps->live, "out of memory to merge a piece of %d bytes", len);
+    MT_ASSERT(bk && ps->live, "out of memory to merge a piece of %d bytes", len);
     memset(v.at, 1, sizeof(Span) * (size_t)len);
     for (int i = 0; i + 2 <= len; i++) {
         int32_t r = mt_bpe_rank(b, p + i, 2);
@@ -566,6 +577,78 @@ static void merge_long(const MtBpe *b, Pairs *ps, const unsigned char *p, int le
     }
     for (int i = 0, n; i < len; i += n)
         out[(*k)++] = mt_bpe_rank(b, p + i, n = span_s(&v, i));
+}
+
+static void merge_long(const MtBpe *b, Pairs *ps, const unsigned char *p, int len, int32_t *out, int64_t *k)
+{
+    Spans v = spans_new(b, len);
+    merge_in(b, ps, v, p, len, out, k);
+    free(v.at);
+    free(v.big);
+}
+
+/* The ids of a piece longer than a window, a window at a time, so that a merge's parts stay
+ * in cache (a 10 MB piece's parts and buckets do not).  Exact, by two facts of the merge
+ * (lowest rank first, leftmost of equal ranks; a boundary once merged over never returns):
+ *  - if the ids of a text have a boundary at x, they are the ids of its text before x
+ *    followed by those of its text from x (the merges on either side, in the same order, are
+ *    the whole run of that side alone: no pair across x is ever the lowest);
+ *  - if the ids of L = T[0, e) have a boundary at s < e and those of R = T[s, n) a boundary
+ *    at e, the ids of T have boundaries at s and e.  Before the first merge across s or e,
+ *    the merges inside L are a prefix of L's own run (each was the lowest pair of T, so of
+ *    L), and those inside R of R's; a first merge across s is then L's next merge, across e
+ *    R's next one, and neither run ever makes it.
+ * The window [ws, we) has its ids at out[c0, *k); the next one, R, starts at s, the last
+ * boundary of those ids at most `lap` before we.  Where R's ids and the window's share a
+ * boundary e in (s, we], the window's ids up to e are those of T[0, e) (the first fact), so
+ * the ids of T up to s are the window's and from s R's (the second).  Where they share none
+ * (never seen on real text), the rest of the piece from ws is merged whole: the same ids, at
+ * the old cost. */
+/* a merged part's bytes: its token's, or 1 for a byte the vocabulary lacks */
+static inline int part_len(const MtBpe *b, int32_t id) { return id >= 0 ? b->tok_len[id] : 1; }
+
+static void merge_windows(const MtBpe *b, Pairs *ps, const unsigned char *p, int len, int win, int lap,
+                          int32_t *out, int64_t *k)
+{
+    Spans v = spans_new(b, win);
+    int *ends = malloc(sizeof(int) * (size_t)(lap + b->maxlen + 1)); /* the window's boundaries in (s, we] */
+    MT_ASSERT(ends, "out of memory to merge a piece of %d bytes", len);
+    int64_t c0 = *k;
+    int ws = 0, we = win < len ? win : len;
+    merge_in(b, ps, v, p, we, out, k);
+    while (we < len) {
+        int64_t cs = c0; /* the ids from s */
+        int s = ws, at = ws, nends = 0;
+        for (int64_t i = c0; i < *k && at + part_len(b, out[i]) <= we - lap; i++) {
+            at += part_len(b, out[i]);
+            cs = i + 1;
+            s = at;
+        }
+        for (int64_t i = cs, e = s; i < *k; i++)
+            ends[nends++] = (int)(e += part_len(b, out[i]));
+        int ne = s + win < len ? s + win : len, ok = 0;
+        int64_t ck = cs;
+        if (s > ws) {
+            merge_in(b, ps, v, p + s, ne - s, out, &ck);
+            int e = s;
+            for (int64_t i = cs, j = 0; i < ck && !ok && e < we; i++) {
+                e += part_len(b, out[i]);
+                while (j < nends && ends[j] < e)
+                    j++;
+                ok = j < nends && ends[j] == e;
+            }
+        }
+        if (!ok) {
+            *k = c0;
+            merge_long(b, ps, p + ws, len - ws, out, k);
+            break;
+        }
+        c0 = cs;
+        ws = s;
+        we = ne;
+        *k = ck;
+    }
+    free(ends);
     free(v.at);
     free(v.big);
 }
@@ -576,7 +659,10 @@ void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int bucke
               len);
     if (buckets) {
         Pairs ps = {0};
-        merge_long(b, &ps, piece, len, out, k);
+        if (buckets > 1 && len > buckets)
+            merge_windows(b, &ps, piece, len, buckets, buckets / 4, out, k);
+        else
+            merge_long(b, &ps, piece, len, out, k);
         pairs_free(&ps);
     } else
         merge_short(b, piece, len, out, k);
@@ -589,6 +675,8 @@ static void encode_piece(const MtBpe *b, Pairs *ps, const unsigned char *piece, 
         out[(*k)++] = r;
     else if (len <= SHORT_PIECE)
         merge_short(b, piece, len, out, k);
+    else if (len > WINDOW)
+        merge_windows(b, ps, piece, len, WINDOW, WINDOW_LAP, out, k);
     else
         merge_long(b, ps, piece, len, out, k);
 }
@@ -721,8 +809,8 @@ int64_t mt_bpe_encode_threads(const MtBpe *b, const unsigned char *text, int64_t
     Pairs *tps = calloc((size_t)threads, sizeof(Pairs)); /* a thread's buckets serve all its parts */
     MT_ASSERT(at && used && pid && pn && tps, "out of memory for %d parts", parts);
     at[0] = 0;
-    for (int k = 1; k < parts; k++) {
-        int64_t c = mt_bpe_cut_after(text, n, n / parts * k);
+    for (int k = 1; k < parts; k++) { /* (no cut after the last: the rest are empty, not scanned again) */
+        int64_t c = at[k - 1] == n ? n : mt_bpe_cut_after(text, n, n / parts * k);
         at[k] = c > at[k - 1] ? c : at[k - 1];
     }
     at[parts] = n;

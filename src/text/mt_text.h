@@ -138,8 +138,9 @@ int64_t mt_bpe_cut_after(const unsigned char *text, int64_t n, int64_t i);
 /* The ids of one piece (no specials, no splitting) appended to out[*k..]: out has room for
  * len ids. */
 void mt_bpe_encode_piece(const MtBpe *b, const unsigned char *piece, int len, int32_t *out, int64_t *k);
-/* The merge alone, in place (buckets 0, any length up to 64) or the long pieces' (buckets 1): the
- * same ids, the two ways (for the tests). */
+/* The merge alone, in place (buckets 0, any length up to 64), the long pieces' (buckets 1), or
+ * the long pieces' a window of `buckets` bytes at a time (buckets > 1; overlaps of a quarter of
+ * it; encode's windows are 128 KiB): the same ids, every way (for the tests). */
 void mt_bpe_merge(const MtBpe *b, const unsigned char *piece, int len, int buckets, int32_t *out, int64_t *k);
 /* The bytes of ids[0..n) into *out (grown; *cap its room); returns their count, or -1 if an
  * id is not a token (its index in *bad). */
