@@ -587,6 +587,9 @@ static void merge_long(const MtBpe *b, Pairs *ps, const unsigned char *p, int le
     free(v.big);
 }
 
+/* a merged part's bytes: its token's, or 1 for a byte the vocabulary lacks */
+static inline int part_len(const MtBpe *b, int32_t id) { return id >= 0 ? b->tok_len[id] : 1; }
+
 /* The ids of a piece longer than a window, a window at a time, so that a merge's parts stay
  * in cache (a 10 MB piece's parts and buckets do not).  Exact, by two facts of the merge
  * (lowest rank first, leftmost of equal ranks; a boundary once merged over never returns):
@@ -604,9 +607,6 @@ static void merge_long(const MtBpe *b, Pairs *ps, const unsigned char *p, int le
  * the ids of T up to s are the window's and from s R's (the second).  Where they share none
  * (never seen on real text), the rest of the piece from ws is merged whole: the same ids, at
  * the old cost. */
-/* a merged part's bytes: its token's, or 1 for a byte the vocabulary lacks */
-static inline int part_len(const MtBpe *b, int32_t id) { return id >= 0 ? b->tok_len[id] : 1; }
-
 static void merge_windows(const MtBpe *b, Pairs *ps, const unsigned char *p, int len, int win, int lap,
                           int32_t *out, int64_t *k)
 {
@@ -618,11 +618,10 @@ static void merge_windows(const MtBpe *b, Pairs *ps, const unsigned char *p, int
     merge_in(b, ps, v, p, we, out, k);
     while (we < len) {
         int64_t cs = c0; /* the ids from s */
-        int s = ws, at = ws, nends = 0;
-        for (int64_t i = c0; i < *k && at + part_len(b, out[i]) <= we - lap; i++) {
-            at += part_len(b, out[i]);
+        int s = ws, nends = 0;
+        for (int64_t i = c0; i < *k && s + part_len(b, out[i]) <= we - lap; i++) {
+            s += part_len(b, out[i]);
             cs = i + 1;
-            s = at;
         }
         for (int64_t i = cs, e = s; i < *k; i++)
             ends[nends++] = (int)(e += part_len(b, out[i]));
