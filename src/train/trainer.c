@@ -94,11 +94,30 @@ static MtStatus alloc_failed(MtTrainer *tr, const char *what, size_t bytes)
 int64_t mt_trainer_table(const MtTrainConfig *tc, MtParam *table)
 {
     int64_t align = tc->unit_align > 0 ? tc->unit_align : 1;
-    if (!tc->tp)
-        return mt_param_table_aligned(&tc->cfg, table, align);
-    /* sharded over dp: every tensor starts a norm block, so that the shards' block sums
-     * give each tensor's (tr->sumsq_blocks) */
-    return mt_tp_local_table(&tc->cfg, tc->tp->N, tc->tp->Vp, align, align > 1 ? MT_NORM_BLOCK : 1, table);
+    /* the last table made, kept: the planner asks for the same one for layout after layout */
+    static _Thread_local struct {
+        MtConfig cfg;
+        int N;
+        int64_t Vp, align, total;
+        MtParam *t;
+    } kept;
+    int N = tc->tp ? tc->tp->N : 0, n = mt_param_count(&tc->cfg);
+    int64_t Vp = tc->tp ? tc->tp->Vp : 0;
+    if (kept.t && memcmp(&kept.cfg, &tc->cfg, sizeof kept.cfg) == 0 && kept.N == N && kept.Vp == Vp &&
+        kept.align == align) {
+        memcpy(table, kept.t, sizeof(MtParam) * (size_t)n);
+        return kept.total;
+    }
+    int64_t total = !tc->tp ? mt_param_table_aligned(&tc->cfg, table, align)
+                            /* sharded over dp: every tensor starts a norm block, so that the
+                             * shards' block sums give each tensor's (tr->sumsq_blocks) */
+                            : mt_tp_local_table(&tc->cfg, N, Vp, align, align > 1 ? MT_NORM_BLOCK : 1, table);
+    MtParam *t = realloc(kept.t, sizeof(MtParam) * (size_t)n);
+    if (t) {
+        memcpy(t, table, sizeof(MtParam) * (size_t)n);
+        kept.t = t, kept.cfg = tc->cfg, kept.N = N, kept.Vp = Vp, kept.align = align, kept.total = total;
+    }
+    return total;
 }
 
 int64_t mt_trainer_spans(const MtTrainConfig *tc, int64_t *lo, int64_t *hi)
