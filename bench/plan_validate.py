@@ -106,7 +106,7 @@ def megatron(args, quiet=False, path=None):
     return mean, worst, out
 
 
-ZB_SCHED = {"1F1B": "1f1b", "ZB-1p": "zb"}
+ZB_SCHED = {"1F1B": "1f1b", "ZB-1p": "zb", "ZB-2p": "zb2"}
 
 
 def zerobubble(args, path=None):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/equivalence.sh [--quick] - the equivalence matrix: a tiny model trained for 10
 # steps on every layout of at most 8 ranks (dp, tp, pp in 1, 2, 4, 8; ZeRO 0-3 over dp;
-# the schedules 1f1b, interleaved and zb over pp; sequence parallelism on and off over tp;
+# the schedules 1f1b, interleaved, zb and zb2 over pp; sequence parallelism on and off over tp;
 # recomputation none / attn / full in turn; hybrid sharding on dp >= 4 for ZeRO 2 and 3),
 # each compared with one rank: its losses, its validation losses (steps 5 and 10, on 32
 # windows shared among the dp ranks),
@@ -30,7 +30,7 @@
 # ZeRO stage in a three-way hybrid (ZeRO-1 interleaved, ZeRO-2 with sequence parallelism,
 # FSDP zb with full recomputation), hybrid-sharded FSDP over pipeline copies, interleaved
 # pp 2 with 8 chunks, dp 2 x tp 2 and dp 2 x pp 2 zb at --accum-blocks 2, FSDP dp 2 at K = 2,
-# and two refused: a layout that cannot be (16 stages of 8 layers) and ZeRO with 8 blocks
+# FSDP over pp 2 zb2 with attention recomputation, and two refused: a layout that cannot be (16 stages of 8 layers) and ZeRO with 8 blocks
 # over 2 tp ranks.  MT_BIN (default build/meshtrain) and MT_DIFF (build/prog_stdiff) name
 # the binaries.  MT_EQ_GREP=PATTERN runs only the layouts whose flags match it (grep -E).
 # Test hooks: MT_EQ_MUTATE runs the layouts (not the references) through MT_TEST_BIN, the
@@ -153,13 +153,14 @@ if [ $quick = 1 ]; then
   row --dp 2 --tp 2 --accum-blocks 2
   row --dp 2 --pp 2 --schedule zb --accum-blocks 2
   row --dp 2 --zero 3 --accum-blocks 2
+  row --dp 2 --pp 2 --zero 3 --schedule zb2 --recompute attn
 else
   rc_i=0
   for dp in 1 2 4 8; do for tp in 1 2 4 8; do for pp in 1 2 4 8; do
     n=$((dp * tp * pp))
     [ $n -lt 2 ] || [ $n -gt 8 ] && continue
     zeros="0"; [ $dp -gt 1 ] && zeros="0 1 2 3"
-    scheds="-"; [ $pp -gt 1 ] && scheds="1f1b interleaved zb"
+    scheds="-"; [ $pp -gt 1 ] && scheds="1f1b interleaved zb zb2"
     sps="0"; [ $tp -gt 1 ] && sps="0 1"
     for z in $zeros; do for s in $scheds; do for sp in $sps; do
       f="--dp $dp --tp $tp --pp $pp"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Model and pipeline parallelism reproduce one device.  Every schedule (naive, gpipe, 1f1b,
-# interleaved with 2 chunks per rank, zb) on 2 and 4 stages with 4 and 8 micro-batches, and
+# interleaved with 2 chunks per rank, zb, zb2) on 2 and 4 stages with 4 and 8 micro-batches, and
 # with --recompute full and attn, gives the single-rank losses, model.safetensors and
 # optimizer.safetensors bit for bit over 20 steps; so do uneven --stage-layers, and a
 # stage that sums its micro-batches left to right (a test hook) must not.  A run saved on
@@ -25,7 +25,7 @@ for L in 4 8; do
 done
 
 # ---- every schedule, P = 2 and 4, M = 4 and 8, and both recompute modes: bit for bit ----
-for s in naive gpipe 1f1b interleaved zb; do
+for s in naive gpipe 1f1b interleaved zb zb2; do
   for P in 2 4; do
     L=4 extra=""
     if [ $s = interleaved ]; then
@@ -107,9 +107,9 @@ check_rank() { # schedule P M V L recompute rank line chunk-peaks tied-head ("nh
       for (c = 0; c < V; c++) {
         st = c * P + r
         if (s == "naive") n = 1; else if (s == "gpipe") n = M; else if (s == "1f1b") n = (P - r < M ? P - r : M)
-        else if (s == "zb") n = (P < M ? P : M); else n = pk[c + 1]
+        else if (s == "zb") n = (P < M ? P : M); else if (s == "zb2") n = (2 * P < M ? 2 * P : M); else n = pk[c + 1]
         set = al(NC) + blocks(st) * keep + (st == S - 1 ? head : 0)
-        stash = s == "zb" ? NC * (11 * blocks(st) + (st == S - 1) + (st == 0)) : 0
+        stash = s == "zb" || s == "zb2" ? NC * (11 * blocks(st) + (st == S - 1) + (st == 0)) : 0
         want += n * (set + stash)
       }
       # the last rank, with blocks of one micro-batch: nh awaiting their rows keep their
@@ -145,7 +145,7 @@ small="--data $T/data --heads 2 --dim 32 --seq-len 32 --vocab 256 --eval-every 0
        --micro-batch-size 1"
 mem="$small --layers 4 --steps 1 --log-every 0"
 for cfg in "naive 2 none" "gpipe 2 none" "1f1b 2 none" "1f1b 4 none" "1f1b 4 attn" "1f1b 2 full" "zb 2 none" "zb 4 full" \
-           "gpipe 4 attn" "interleaved 2 none" "interleaved 2 full"; do
+           "zb2 2 none" "zb2 4 attn" "gpipe 4 attn" "interleaved 2 none" "interleaved 2 full"; do
   read -r s P rc <<< "$cfg"
   V=1
   [ $s = interleaved ] && V=2
@@ -164,7 +164,7 @@ for cfg in "naive 2 none" "gpipe 2 none" "1f1b 2 none" "1f1b 4 none" "1f1b 4 att
 done
 
 # ---- the measured order of compute actions equals each rank's list ----
-for x in "1f1b 4 1" "interleaved 2 2" "zb 2 1"; do
+for x in "1f1b 4 1" "interleaved 2 2" "zb 2 1" "zb2 4 1"; do
   read -r s P V <<< "$x"
   $MT_BIN train $small --layers 4 --steps 3 --log-every 0 --pp $P --schedule $s --virtual-stages $V --trace "$T/t.json" > "$T/t.out" 2>&1 \
     || fail "traced $x: $(tail -2 "$T/t.out")"

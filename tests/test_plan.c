@@ -78,9 +78,9 @@ static void test_links(void)
 static void test_extrapolation(void)
 {
     srand(7);
-    int kinds[] = {MT_SCHED_GPIPE, MT_SCHED_1F1B, MT_SCHED_INTERLEAVED, MT_SCHED_ZB};
+    int kinds[] = {MT_SCHED_GPIPE, MT_SCHED_1F1B, MT_SCHED_INTERLEAVED, MT_SCHED_ZB, MT_SCHED_ZB2};
     double worst = 0;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 5; k++)
         for (int P = 2; P <= 8; P *= 2)
             for (int V = 1; V <= (kinds[k] == MT_SCHED_INTERLEAVED ? 2 : 1); V++)
                 for (int mult = 9; mult <= 21; mult += 4) {

@@ -4,7 +4,8 @@
  * and received), backwards (and W) of each stage in micro-batch order, the bubble equal to
  * its closed form for unit costs and the peak activation sets equal to their formula.
  * Mutated lists are caught.  The tree plan equals the recursive tree bit for bit; stage
- * cuts follow their rule. */
+ * cuts follow their rule.  zb2 is never longer than zb at unequal F, B, W costs and shorter
+ * when B > W; the first stage's send buffers for the embedding's rows suffice. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,8 @@ static double closed_bubble(const MtSchedule *s)
     switch (s->kind) {
     case MT_SCHED_NAIVE: return (P - 1) / P;
     case MT_SCHED_INTERLEAVED: return (P - 1) / (V * M + P - 1);
-    case MT_SCHED_ZB: return M >= P ? (P - 1) / (3 * M + P - 1) : 1 - 3 * M / (2 * M + 2 * P - 1);
+    case MT_SCHED_ZB:
+    case MT_SCHED_ZB2: return M >= P ? (P - 1) / (3 * M + P - 1) : 1 - 3 * M / (2 * M + 2 * P - 1);
     default: return (P - 1) / (M + P - 1);
     }
 }
@@ -31,6 +33,7 @@ static int closed_peak(const MtSchedule *s, int r)
     case MT_SCHED_GPIPE: return M;
     case MT_SCHED_1F1B: return P - r < M ? P - r : M;
     case MT_SCHED_ZB: return P < M ? P : M;
+    case MT_SCHED_ZB2: return 2 * P < M ? 2 * P : M;
     default: { /* Megatron's warm-up plus the first steady forward, at most every set */
         int warm = M == P ? M * V : 2 * (P - r - 1) + (V - 1) * P + 1;
         return warm < M * V ? warm : M * V;
@@ -76,7 +79,7 @@ static int in_order(const MtSchedule *s, const Lists *L)
 
 static void exhaustive(void)
 {
-    int runs = 0, worst_wte = 0;
+    int runs = 0, worst_wte = 0, more_slots = 0;
     for (int k = 0; k < MT_NSCHED; k++)
         for (int V = 1; V <= 4; V++)
             for (int P = 1; P <= 8; P++)
@@ -118,6 +121,11 @@ static void exhaustive(void)
                     }
                     if (pw > worst_wte)
                         worst_wte = pw;
+                    /* the first stage's send buffers for the rows: one, but for zb2's late receives */
+                    int es = mt_schedule_esend_slots(&s, 1);
+                    CHECK(P == 1 ? es == 0 : es >= 1 && es <= M && (k == MT_SCHED_ZB2 || es == 1),
+                          "%s P%d M%d V%d: %d send buffers for the embedding's rows", nm, P, M, V, es);
+                    more_slots += es > 1;
                     /* zb beats 1F1B whenever there is a bubble to fill */
                     if (k == MT_SCHED_ZB && P > 1)
                         CHECK(res.bubble < (P - 1.0) / (M + P - 1.0), "zb P%d M%d: bubble %.4f not below 1F1B's", P, M,
@@ -126,8 +134,47 @@ static void exhaustive(void)
                     drop(&s, &L);
                     runs++;
                 }
-    printf("simulated %d schedules; at most %d head gradients awaited their embedding rows\n", runs, worst_wte);
+    printf("simulated %d schedules; at most %d head gradients awaited their embedding rows; %d needed more than one "
+           "send buffer for them\n", runs, worst_wte, more_slots);
     CHECK(runs > 1200, "only %d schedules were valid", runs);
+    CHECK(more_slots > 0, "no schedule needed a second send buffer (zb2 P 2 M 8 does: it deadlocked with one)");
+}
+
+static double makespan(const MtSchedule *s, MtSimCosts c)
+{
+    Lists L;
+    build(s, &L);
+    MtSimResult res;
+    MtStatus st = mt_simulate(s, L.l, L.n, c, &res);
+    CHECK(st == MT_OK, "%s P%d M%d: %s", mt_schedule_name(s->kind), s->P, s->M, res.error);
+    double t = res.makespan;
+    mt_sim_free(&res);
+    drop(s, &L);
+    return t;
+}
+
+/* zb2 against zb at unequal costs: never longer, shorter whenever B > W and M > P (the
+ * last backwards reach the first stage sooner); at most twice the sets (exhaustive above) */
+static void zb2_costs(void)
+{
+    int shorter = 0, cases = 0;
+    for (int P = 2; P <= 8; P++)
+        for (int M = 1; M <= 32; M += M < 8 ? 1 : 3)
+            for (int f = 1; f <= 3; f++)
+                for (int b = 1; b <= 3; b++)
+                    for (int w = 1; w <= 3; w++) {
+                        MtSimCosts c = {f, b, w, NULL, NULL};
+                        double h1 = makespan(&(MtSchedule){MT_SCHED_ZB, P, M, 1}, c);
+                        double h2 = makespan(&(MtSchedule){MT_SCHED_ZB2, P, M, 1}, c);
+                        CHECK(h2 <= h1 + 1e-9, "zb2 P%d M%d costs %d,%d,%d: %g, longer than zb's %g", P, M, f, b, w, h2,
+                              h1);
+                        if (b > w && M > P)
+                            CHECK(h2 < h1 - 1e-9, "zb2 P%d M%d costs %d,%d,%d: %g, not shorter than zb's %g", P, M, f,
+                                  b, w, h2, h1);
+                        shorter += h2 < h1 - 1e-9;
+                        cases++;
+                    }
+    printf("zb2 against zb: shorter in %d of %d cost settings, never longer\n", shorter, cases);
 }
 
 /* A list with one action moved, removed or duplicated must be refused. */
@@ -393,7 +440,8 @@ static void stages(void)
                         {MT_SCHED_ZB, 0, 4, 1}, {MT_SCHED_GPIPE, 2, 0, 1}};
     for (int i = 0; i < 5; i++)
         CHECK(mt_schedule_check(&bad[i]) == MT_EINPUT, "layout %d accepted", i);
-    CHECK(mt_schedule_kind("zb") == MT_SCHED_ZB && mt_schedule_kind("zigzag") < 0, "names");
+    CHECK(mt_schedule_kind("zb") == MT_SCHED_ZB && mt_schedule_kind("zb2") == MT_SCHED_ZB2 &&
+          mt_schedule_kind("zigzag") < 0, "names");
 }
 
 int main(void)
@@ -403,6 +451,7 @@ int main(void)
     tree_plan();
     tree_plan_blocks();
     stage_costs();
+    zb2_costs();
     stages();
     return mt_test_done("test_schedule");
 }

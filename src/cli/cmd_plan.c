@@ -204,7 +204,7 @@ int mt_cmd_plan(int argc, char **argv)
         {"pp", FLAG_INT, &a.pp, "fix the pipeline stages (not given: searched)"},
         {"zero", FLAG_INT, &a.zero, "fix the ZeRO stage 0-3 (not given: searched)"},
         {"shard-size", FLAG_INT, &a.shard, "fix hybrid sharding's group (not given: 0, one group of all dp ranks)"},
-        {"schedule", FLAG_STR, &a.schedule, "fix the pipeline schedule: naive, gpipe, 1f1b, interleaved or zb "
+        {"schedule", FLAG_STR, &a.schedule, "fix the pipeline schedule: naive, gpipe, 1f1b, interleaved, zb or zb2 "
          "(not given: searched)"},
         {"virtual-stages", FLAG_INT, &a.vstages, "fix the chunks per rank of --schedule interleaved (not given: "
          "searched, 2 to 8)"},
@@ -296,7 +296,7 @@ int mt_cmd_plan(int argc, char **argv)
     }
     if (SET("schedule") && (fx.sched = mt_schedule_kind(a.schedule)) < 0)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain plan: --schedule %s: must be naive, gpipe, 1f1b, "
-                                    "interleaved or zb", a.schedule));
+                                    "interleaved, zb or zb2", a.schedule));
     if (SET("recompute") && (fx.recompute = recompute_kind(a.recompute)) < 0)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain plan: --recompute %s: must be none, attn or full",
                                     a.recompute));

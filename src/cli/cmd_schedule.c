@@ -228,7 +228,7 @@ int mt_cmd_schedule(int argc, char **argv)
     Flag flags[] = {
         {"pp", FLAG_INT, &P, "pipeline ranks P", NULL, 1},
         {"microbatches", FLAG_INT, &M, "micro-batches per step M", NULL, 1},
-        {"schedule", FLAG_STR, &sched, "naive, gpipe, 1f1b, interleaved or zb"},
+        {"schedule", FLAG_STR, &sched, "naive, gpipe, 1f1b, interleaved, zb or zb2"},
         {"virtual-stages", FLAG_INT, &V, "model chunks per rank V (interleaved)"},
         {"costs", FLAG_STR, &costs, "whole time units of F,B,W (where B and W are not split, B costs B+W)", "F,B,W"},
         {"svg", FLAG_STR, &svg, "also draw the timeline into this SVG file", "FILE"},
@@ -246,7 +246,7 @@ int mt_cmd_schedule(int argc, char **argv)
     int kind = mt_schedule_kind(sched);
     if (kind < 0)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain schedule: --schedule %s: must be naive, gpipe, 1f1b, "
-                                    "interleaved or zb", sched));
+                                    "interleaved, zb or zb2", sched));
     int cf, cb, cw;
     char extra;
     if (sscanf(costs, "%d,%d,%d%c", &cf, &cb, &cw, &extra) != 3 || cf < 1 || cb < 1 || cw < 1 || cf > 99 || cb > 99 ||

@@ -518,7 +518,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"shard-size", FLAG_INT, &a.shard, "hybrid sharding: ZeRO shards over groups of this many dp ranks and "
          "replicates across them (0: one group of all)"},
         {"bucket-mb", FLAG_FLOAT, &a.bucket_mb, "DDP gradient bucket in MiB (0: one bucket per unit)"},
-        {"schedule", FLAG_STR, &a.schedule, "pipeline schedule with --pp: naive, gpipe, 1f1b, interleaved or zb"},
+        {"schedule", FLAG_STR, &a.schedule, "pipeline schedule with --pp: naive, gpipe, 1f1b, interleaved, zb or zb2"},
         {"virtual-stages", FLAG_INT, &a.vstages, "model chunks per rank for --schedule interleaved"},
         {"stage-layers", FLAG_STR, &a.stage_layers, "blocks per pipeline stage, e.g. 3,2,2 (not given: even, the "
          "first stages take the extra blocks)", "a,b,.."},

@@ -113,11 +113,11 @@ MtStatus mt_layout_check(const MtLayout *l, int world, int heads, int layers, in
                         l->shard, l->dp, l->shard);
     if (l->shard > 0 && l->shard < l->dp && zero == 0)
         return mt_error(MT_EINPUT, "--shard-size %d needs --zero 1, 2 or 3 (DDP shards nothing)", l->shard);
-    static const char *scheds[] = {"naive", "gpipe", "1f1b", "interleaved", "zb"};
+    static const char *scheds[] = {"naive", "gpipe", "1f1b", "interleaved", "zb", "zb2"};
     int known = 0;
-    for (int i = 0; i < 5; i++)
+    for (size_t i = 0; i < sizeof scheds / sizeof *scheds; i++)
         known |= strcmp(schedule, scheds[i]) == 0;
     if (!known)
-        return mt_error(MT_EINPUT, "--schedule %s: must be naive, gpipe, 1f1b, interleaved or zb", schedule);
+        return mt_error(MT_EINPUT, "--schedule %s: must be naive, gpipe, 1f1b, interleaved, zb or zb2", schedule);
     return MT_OK;
 }

@@ -37,7 +37,7 @@ typedef struct {
 /* What a user asks for: train's layout flags as given (the planner asks the same). */
 typedef struct {
     int dp, tp, pp, zero, shard, tp_blocks, seqpar, fast_comm;
-    const char *schedule;    /* naive, gpipe, 1f1b, interleaved, zb */
+    const char *schedule;    /* naive, gpipe, 1f1b, interleaved, zb, zb2 */
     int vstages;             /* --virtual-stages */
     const int *stage_layers; /* --stage-layers: nstage numbers, or NULL (even) */
     int nstage;

@@ -139,8 +139,9 @@ typedef struct {
     int blk;
     int64_t ecap;                       /* floats of a block's embedding rows as they travel */
     MtEmbSum esum;                      /* first rank: the block's rows; last rank: its tokens only */
-    float *esend;                       /* first rank: the rows on their way (SEND_E) */
-    MtRequest *esend_req;
+    float **esend;                      /* first rank: the rows on their way (SEND_E), nesend buffers */
+    MtRequest **esend_req;              /* block b's from buffer b mod nesend */
+    int nesend;
     /* the last rank: the wte replica, its tree over the copy's blocks, the blocks' head sums */
     float *wte, *wte_m, *wte_v, *wbuf[MT_MAX_TREE + 1];
     int nwbuf;

@@ -44,6 +44,9 @@
  *   zb           zero bubble ZB-H1 (Qi et al., 2023): backward split into B and W, W
  *                deferred into the bubbles, in-flight sets capped at min(P, M) (1F1B's
  *                peak): bubble (P-1)/(3M+P-1) with F = B = W = 1 when M >= P
+ *   zb2          ZB-2p's memory (Qi et al., 2023): a list schedule at unit costs holding up
+ *                to min(2P, M) sets, backwards first, W where nothing else is ready; the
+ *                same step as zb at unit costs, shorter than zb whenever B > W and M > P
  *
  * The simulator runs any set of lists with given action costs: timeline, bubble fraction
  * (idle time over P x the step), the peak activation sets per rank, and it reports a
@@ -56,7 +59,7 @@
 
 #define MT_MAX_STAGES 64
 
-typedef enum { MT_SCHED_NAIVE, MT_SCHED_GPIPE, MT_SCHED_1F1B, MT_SCHED_INTERLEAVED, MT_SCHED_ZB, MT_NSCHED } MtSchedKind;
+typedef enum { MT_SCHED_NAIVE, MT_SCHED_GPIPE, MT_SCHED_1F1B, MT_SCHED_INTERLEAVED, MT_SCHED_ZB, MT_SCHED_ZB2, MT_NSCHED } MtSchedKind;
 
 typedef enum {
     MT_ACT_F, MT_ACT_B, MT_ACT_W,             /* compute */
@@ -139,5 +142,13 @@ typedef struct {
 MtStatus mt_simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs,
                      MtSimResult *res);
 void mt_sim_free(MtSimResult *res);
+
+/* How many buffers the first stage needs for the rows of the tied embedding it sends (a
+ * block of B micro-batches at a time): a send waits until its buffer's last rows were
+ * received, so too few can deadlock a schedule whose last rank posts its receives late
+ * (zb2's deferred W).  The fewest with which the lists run to the end when every send
+ * waits so (a timing-free property: each rank runs its list in order, and every wait is on
+ * a peer's progress, so one complete run means no run deadlocks).  0 with P = 1. */
+int mt_schedule_esend_slots(const MtSchedule *s, int B);
 
 #endif

@@ -31,9 +31,10 @@ void pipe_send_e(MtPipe *p, int mb)
     if (!block_last(p, mb))
         return;
     double t = mt_now();
-    pipe_req_done(p, &p->esend_req, 1); /* the previous block's rows have left */
-    mt_be()->copy(p->esend, p->esum.rows, p->esum.n * p->tr->tc.cfg.C);
-    p->esend_req = mt_isend(p->c, MT_GROUP_EMBED, p->esend, p->ecap, 1, tag(TAG_E, mb));
+    int k = block_of(p, mb) % p->nesend;
+    pipe_req_done(p, &p->esend_req[k], 1); /* the rows this buffer held last have left */
+    mt_be()->copy(p->esend[k], p->esum.rows, p->esum.n * p->tr->tc.cfg.C);
+    p->esend_req[k] = mt_isend(p->c, MT_GROUP_EMBED, p->esend[k], p->ecap, 1, tag(TAG_E, mb));
     mt_embsum_reset(&p->esum);
     pipe_clock_in(p, t);
 }

@@ -209,9 +209,16 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     if (p->rank == 0) { /* the rows live in the leaf buffer's wte span, which the first stage never uses */
         int lend = pipe_lends_esum(p->blk, rr(p));
         if (mt_embsum_init(&p->esum, &tr->mem, mt_trainer_vocab_first(tc), mt_trainer_vocab_rows(tc), cfg->C,
-                           p->ecap / cfg->C, ntok, lend ? MT_EMBSUM_TOKENS : MT_EMBSUM_OWN) != MT_OK ||
-            !(p->esend = pipe_alloc(p, MT_MEM_OTHER, p->ecap)))
+                           p->ecap / cfg->C, ntok, lend ? MT_EMBSUM_TOKENS : MT_EMBSUM_OWN) != MT_OK)
             goto oom;
+        int slots = mt_schedule_esend_slots(&p->sched, p->blk);
+        p->nesend = slots > 1 ? slots : 1;
+        if (!(p->esend = calloc((size_t)p->nesend, sizeof(float *))) ||
+            !(p->esend_req = calloc((size_t)p->nesend, sizeof(MtRequest *))))
+            goto oom;
+        for (int k = 0; k < p->nesend; k++)
+            if (!(p->esend[k] = pipe_alloc(p, MT_MEM_OTHER, p->ecap)))
+                goto oom;
         MT_ASSERT(p->ch[0].embed && p->ch[0].skip >= p->ecap, "the first rank's first chunk holds the embedding");
         if (lend)
             p->esum.rows = p->gbuf[p->ngbuf - 1] + p->ch[0].loff;
@@ -345,7 +352,10 @@ void mt_pipe_free(MtPipe *p)
         pipe_free_buf(p, MT_MEM_OTHER, p->eland ? p->eland[i] : NULL, p->ecap);
     }
     pipe_free_buf(p, MT_MEM_GRADS, p->hleaf, VC);
-    pipe_free_buf(p, MT_MEM_OTHER, p->esend, p->ecap);
+    for (int k = 0; k < p->nesend; k++)
+        pipe_free_buf(p, MT_MEM_OTHER, p->esend ? p->esend[k] : NULL, p->ecap);
+    free(p->esend);
+    free(p->esend_req);
     mt_embsum_free(&p->esum, &p->tr->mem);
     free(p->wplan);
     for (int i = 0; i < p->nland; i++)

@@ -43,7 +43,8 @@ static void progress(MtPipe *p)
     for (int h = 0; h < p->nh; h++)
         if (p->h_mb[h] >= 0)
             pipe_req_done(p, &p->ereq[h], 0);
-    pipe_req_done(p, &p->esend_req, 0);
+    for (int k = 0; k < p->nesend; k++)
+        pipe_req_done(p, &p->esend_req[k], 0);
 }
 
 void pipe_poll(void *ctx) { progress(ctx); }
@@ -438,7 +439,8 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     double t = mt_now();
     for (int i = 0; i < p->send_next; i++)
         pipe_req_done(p, &p->send_req[i], 1);
-    pipe_req_done(p, &p->esend_req, 1);
+    for (int k = 0; k < p->nesend; k++)
+        pipe_req_done(p, &p->esend_req[k], 1);
     p->loss = p->rank == p->P - 1 ? mt_tree_plan_sum(p->plan, p->nplan, p->leaf_loss) : 0.0f; /* as the gradients */
     if (rr(p) && p->rank == p->P - 1) { /* the copies' leaf losses, back in the step's order */
         int D = p->o.zero_dp, M = p->o.M;

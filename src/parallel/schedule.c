@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *names[MT_NSCHED] = {"naive", "gpipe", "1f1b", "interleaved", "zb"};
+static const char *names[MT_NSCHED] = {"naive", "gpipe", "1f1b", "interleaved", "zb", "zb2"};
 
 int mt_schedule_kind(const char *name)
 {
@@ -17,7 +17,7 @@ int mt_schedule_kind(const char *name)
 
 const char *mt_schedule_name(MtSchedKind kind) { return kind >= 0 && kind < MT_NSCHED ? names[kind] : "?"; }
 
-int mt_schedule_split(MtSchedKind kind) { return kind == MT_SCHED_ZB; }
+int mt_schedule_split(MtSchedKind kind) { return kind == MT_SCHED_ZB || kind == MT_SCHED_ZB2; }
 
 MtStatus mt_schedule_check(const MtSchedule *s)
 {
@@ -123,6 +123,78 @@ static void gen_zb(const MtSchedule *s, int r, List *l)
         put(l, MT_ACT_W, r, m);
 }
 
+/* ZB-2p (Qi et al., 2023), with the memory of ZB-H2: every rank holds at most 2P activation
+ * sets (F done, W not).  The order is a list schedule of the whole pipeline at unit costs:
+ * the rank whose next action can start first goes first (the lower rank on a tie) and runs,
+ * of what is ready then, its next backward, else its next forward (while it holds fewer
+ * than 2P sets), else its next weight-gradient pass, which fills what would be a bubble.
+ * B and W stay in micro-batch order.  At unit costs its step is ZB-H1's (3M + P - 1: in the
+ * engine's synchronous step, the global norm and the tied embedding before the update, the
+ * last stage cannot start before (P-1) F); at other costs it is never longer than ZB-H1 and
+ * shorter whenever B > W and M > P (test_schedule, P 2..8, costs 1..3): ZB-H1 makes the
+ * first stage wait (P-1) (F + B - W) for its last backwards, zb2 sends the backwards up
+ * the pipeline first and does the weight passes after, for up to twice the memory. */
+static void zb2_orders(int P, int M, MtAction *out, int *n)
+{
+    int nf[MT_MAX_STAGES] = {0}, nb[MT_MAX_STAGES] = {0}, nw[MT_MAX_STAGES] = {0};
+    int64_t now[MT_MAX_STAGES] = {0};
+    int64_t *fend = malloc(sizeof(int64_t) * (size_t)P * M * 2), *bend = fend + (size_t)P * M;
+    MT_ASSERT(fend, "out of memory");
+    for (size_t i = 0; i < (size_t)P * M * 2; i++)
+        fend[i] = -1;
+    for (int left = 3 * P * M; left > 0; left--) {
+        int best = -1, kind = 0;
+        int64_t when = 0;
+        for (int r = 0; r < P; r++) {
+            int64_t t[3] = {-1, -1, -1}; /* earliest start of the next F, B, W (-1: not ready) */
+            if (nf[r] < M && nf[r] - nw[r] < 2 * P) {
+                int64_t dep = r == 0 ? 0 : fend[(size_t)(r - 1) * M + nf[r]];
+                t[0] = dep < 0 ? -1 : dep > now[r] ? dep : now[r];
+            }
+            if (nb[r] < nf[r]) {
+                int64_t dep = r == P - 1 ? fend[(size_t)r * M + nb[r]] : bend[(size_t)(r + 1) * M + nb[r]];
+                t[1] = dep < 0 ? -1 : dep > now[r] ? dep : now[r];
+            }
+            if (nw[r] < nb[r])
+                t[2] = now[r];
+            int k = -1;
+            for (int c = 0; c < 3; c++) /* the earliest; B, then F, then W among equals */
+                if (t[c] >= 0 && (k < 0 || t[c] < t[k] || (t[c] == t[k] && c == 1)))
+                    k = c;
+            if (k >= 0 && (best < 0 || t[k] < when))
+                best = r, kind = k, when = t[k];
+        }
+        MT_ASSERT(best >= 0, "zb2: nothing ready with %d actions left", left);
+        int r = best;
+        MtAction *a = &out[(size_t)r * 3 * M + n[r]++];
+        now[r] = when + 1;
+        if (kind == 0)
+            *a = (MtAction){MT_ACT_F, r, nf[r]}, fend[(size_t)r * M + nf[r]++] = now[r];
+        else if (kind == 1)
+            *a = (MtAction){MT_ACT_B, r, nb[r]}, bend[(size_t)r * M + nb[r]++] = now[r];
+        else
+            *a = (MtAction){MT_ACT_W, r, nw[r]++};
+    }
+    free(fend);
+}
+
+static void gen_zb2(const MtSchedule *s, int r, List *l)
+{
+    /* every rank's order comes out of one schedule of the whole pipeline: keep the last one */
+    static _Thread_local MtAction *kept;
+    static _Thread_local int kept_p, kept_m, kept_n[MT_MAX_STAGES];
+    if (!kept || kept_p != s->P || kept_m != s->M) {
+        free(kept);
+        kept = malloc(sizeof(MtAction) * (size_t)s->P * 3 * s->M);
+        MT_ASSERT(kept, "out of memory");
+        memset(kept_n, 0, sizeof kept_n);
+        zb2_orders(s->P, s->M, kept, kept_n);
+        kept_p = s->P, kept_m = s->M;
+    }
+    memcpy(l->a + l->n, kept + (size_t)r * 3 * s->M, sizeof(MtAction) * (size_t)kept_n[r]);
+    l->n += kept_n[r];
+}
+
 /* Sends after the action that produced the data; a receive before the compute action
  * ahead of its consumer (posted early, so the transfer overlaps that compute). */
 static int needs_recv(const MtSchedule *s, const MtAction *a)
@@ -150,7 +222,7 @@ static int needs_send(const MtSchedule *s, const MtAction *a)
 }
 
 static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs, int want_e,
-                         MtSimResult *res);
+                         int eslots, int eblock, MtSimResult *res);
 
 /* the compute actions of rank, in order */
 static int compute_list(const MtSchedule *s, int rank, MtAction *out)
@@ -162,6 +234,7 @@ static int compute_list(const MtSchedule *s, int rank, MtAction *out)
     case MT_SCHED_1F1B: gen_1f1b(s, rank, &c); break;
     case MT_SCHED_INTERLEAVED: gen_interleaved(s, rank, &c); break;
     case MT_SCHED_ZB: gen_zb(s, rank, &c); break;
+    case MT_SCHED_ZB2: gen_zb2(s, rank, &c); break;
     default: MT_ASSERT(0, "unknown schedule %d", (int)s->kind);
     }
     return c.n;
@@ -198,11 +271,40 @@ static int makes_h(const MtSchedule *s, const MtAction *a)
     return a->stage == S - 1 && a->kind == (mt_schedule_split(s->kind) ? MT_ACT_W : MT_ACT_B);
 }
 
+static int build_last(const MtSchedule *s, int rank, MtAction *out, int n);
+
 int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out)
 {
     int n = with_transfers(s, rank, out);
     if (s->P == 1 || rank != s->P - 1)
         return n;
+    /* the last rank's list takes a simulation of the whole pipeline: the last few kept (the
+     * planner asks for the same ones layout after layout) */
+    enum { KEEP = 4 };
+    static _Thread_local struct {
+        MtSchedule s;
+        MtAction *a;
+        int n;
+    } kept[KEEP];
+    static _Thread_local int next;
+    for (int i = 0; i < KEEP; i++)
+        if (kept[i].a && memcmp(&kept[i].s, s, sizeof *s) == 0) {
+            memcpy(out, kept[i].a, sizeof(MtAction) * (size_t)kept[i].n);
+            return kept[i].n;
+        }
+    n = build_last(s, rank, out, n);
+    MtAction *a = realloc(kept[next].a, sizeof(MtAction) * (size_t)n);
+    if (a) {
+        memcpy(a, out, sizeof(MtAction) * (size_t)n);
+        kept[next].a = a, kept[next].n = n, kept[next].s = *s;
+        next = (next + 1) % KEEP;
+    }
+    return n;
+}
+
+/* the last rank's list: its compute and transfers (n of them in out) with the embedding's */
+static int build_last(const MtSchedule *s, int rank, MtAction *out, int n)
+{
     /* The last rank: RECV_E k right after H_k is computed, E k before the first compute
      * action that starts after the first stage sent the rows (unit costs). */
     int cap = mt_schedule_max_actions(s);
@@ -214,7 +316,7 @@ int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out)
         ns[r] = with_transfers(s, r, lists[r]);
     }
     MtSimResult res;
-    MtStatus st = simulate(s, lists, ns, (MtSimCosts){1, 1, 1, NULL, NULL}, 0, &res);
+    MtStatus st = simulate(s, lists, ns, (MtSimCosts){1, 1, 1, NULL, NULL}, 0, 0, 1, &res);
     MT_ASSERT(st == MT_OK, "schedule %s P %d M %d V %d: %s", mt_schedule_name(s->kind), s->P, s->M, s->V, res.error);
     /* when stage 0 finished each backward (its SEND_E time) */
     double *sent = malloc(sizeof(double) * (size_t)s->M);
@@ -362,9 +464,12 @@ static double cost_of(const MtSimCosts *c, int S, int M, int stage, int mb, int 
     return kind == 0 ? c->f : kind == 1 ? c->b : c->w;
 }
 
-/* want_e: the lists include the embedding's E actions (all but mt_schedule_build's own drafts) */
+/* want_e: the lists include the embedding's E actions (all but mt_schedule_build's own drafts).
+ * eslots > 0: the first stage sends a block's rows (the SEND_E of each eblock-th micro-batch)
+ * from one of eslots buffers, so it waits there until the last rank has posted the receive
+ * of the block eslots before (0: never waits). */
 static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs, int want_e,
-                         MtSimResult *res)
+                         int eslots, int eblock, MtSimResult *res)
 {
     memset(res, 0, sizeof *res);
     int P = s->P, M = s->M, S = P * s->V, split = mt_schedule_split(s->kind);
@@ -468,8 +573,15 @@ static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int 
                     sets[r]--;
                     break;
                 case MT_ACT_SEND_E:
-                    if (a->stage != 0 || t_b[i] < 0 || P == 1 || sent_e[a->mb] >= 0)
+                    if (a->stage != 0 || t_b[i] < 0 || P == 1 || sent_e[a->mb] >= 0) {
                         st = sim_error(res, "a send of embedding rows not computed", r, a);
+                        break;
+                    }
+                    if (eslots > 0 && a->mb % eblock == eblock - 1 && a->mb / eblock >= eslots &&
+                        !posted_e[a->mb - eslots * eblock]) {
+                        blocked = 1; /* its buffer still holds the rows of a block not yet received */
+                        break;
+                    }
                     sent_e[a->mb] = now[r];
                     break;
                 case MT_ACT_RECV_E:
@@ -546,5 +658,29 @@ static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int 
 MtStatus mt_simulate(const MtSchedule *s, MtAction *const *lists, const int *n, MtSimCosts costs,
                      MtSimResult *res)
 {
-    return simulate(s, lists, n, costs, 1, res);
+    return simulate(s, lists, n, costs, 1, 0, 1, res);
+}
+
+int mt_schedule_esend_slots(const MtSchedule *s, int B)
+{
+    if (s->P == 1)
+        return 0;
+    int cap = mt_schedule_max_actions(s), ns[MT_MAX_STAGES], slots = 1;
+    MtAction *lists[MT_MAX_STAGES];
+    for (int r = 0; r < s->P; r++) {
+        lists[r] = malloc(sizeof(MtAction) * (size_t)cap);
+        MT_ASSERT(lists[r], "out of memory");
+        ns[r] = mt_schedule_build(s, r, lists[r]);
+    }
+    for (;; slots++) { /* at M / B slots no send waits: the simulation without slots completes */
+        MtSimResult res;
+        MtStatus st = simulate(s, lists, ns, (MtSimCosts){1, 1, 1, NULL, NULL}, 1, slots, B, &res);
+        mt_sim_free(&res);
+        if (st == MT_OK || slots >= s->M / B)
+            break;
+        mt_error_clear();
+    }
+    for (int r = 0; r < s->P; r++)
+        free(lists[r]);
+    return slots;
 }
