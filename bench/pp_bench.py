@@ -9,7 +9,7 @@ table quotes medians over reps of per-step medians (the first step, which faults
 memory in, is left out).
 
     python3 bench/pp_bench.py [--meshtrain build/meshtrain] [--reps 3] [--steps 8]
-        [--schedules naive,gpipe,1f1b,interleaved,zb] [--svg bench/pp_1f1b.svg]
+        [--schedules naive,gpipe,1f1b,interleaved,zb,zb2] [--svg bench/pp_1f1b.svg]
 
 Columns: ms/step, tokens/s, the measured bubble (idle share of the span of the step's
 compute over both ranks, from the JSON log), the replayed bubble (each traced step run in the
@@ -81,7 +81,7 @@ def main():
     ap.add_argument("--meshtrain", default=os.path.join(ROOT, "build", "meshtrain"))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--schedules", default="naive,gpipe,1f1b,interleaved,zb")
+    ap.add_argument("--schedules", default="naive,gpipe,1f1b,interleaved,zb,zb2")
     ap.add_argument("--svg", default=None)
     a = ap.parse_args()
     data = corpus_dir(a.meshtrain)
