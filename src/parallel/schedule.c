@@ -275,9 +275,8 @@ static int build_last(const MtSchedule *s, int rank, MtAction *out, int n);
 
 int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out)
 {
-    int n = with_transfers(s, rank, out);
     if (s->P == 1 || rank != s->P - 1)
-        return n;
+        return with_transfers(s, rank, out);
     /* the last rank's list takes a simulation of the whole pipeline: the last few kept (the
      * planner asks for the same ones layout after layout) */
     enum { KEEP = 4 };
@@ -292,7 +291,7 @@ int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out)
             memcpy(out, kept[i].a, sizeof(MtAction) * (size_t)kept[i].n);
             return kept[i].n;
         }
-    n = build_last(s, rank, out, n);
+    int n = build_last(s, rank, out, with_transfers(s, rank, out));
     MtAction *a = realloc(kept[next].a, sizeof(MtAction) * (size_t)n);
     if (a) {
         memcpy(a, out, sizeof(MtAction) * (size_t)n);
