@@ -17,10 +17,9 @@
    fewer), the micro-batch size, micro-batch count and schedule fixed, GPT-2's
    vocabulary padded as Megatron pads it (50,304), sequence 1024, no recomputation,
    unfused attention; compared: samples per GPU per second and peak memory (GiB).  1F1B is
-   `1f1b`, ZB-1p is `zb` (ZB-H1).  1F1B-I (one layer per chunk: the layer counts are
-   chunks x stages - 2, the embedding and the head counted as chunks) and ZB-2p have no
-   layout in the engine yet (interleaving needs whole blocks per chunk; zb2 is not built):
-   those rows print "-".  Targets: throughput within 10% per cell, the schedules' order
+   `1f1b`, ZB-1p is `zb` (ZB-H1), ZB-2p is `zb2`, 1F1B-I is `interleaved` with one layer
+   per chunk (the layer counts are chunks x stages - 2: the first chunk holds the
+   embedding alone, the last the head alone, `--stage-layers 0,1,...,1,0`).  Targets: throughput within 10% per cell, the schedules' order
    right in 90% of the (model, m) groups, peak memory within 10%.
 3. Search speed: the 175B-shaped model on 4096 devices of the cluster, every layout.
 
@@ -106,7 +105,7 @@ def megatron(args, quiet=False, path=None):
     return mean, worst, out
 
 
-ZB_SCHED = {"1F1B": "1f1b", "ZB-1p": "zb", "ZB-2p": "zb2"}
+ZB_SCHED = {"1F1B": "1f1b", "1F1B-I": "interleaved", "ZB-1p": "zb", "ZB-2p": "zb2"}
 
 
 def zerobubble(args, path=None):
@@ -128,12 +127,16 @@ def zerobubble(args, path=None):
         L = int(r["layers"])
         c = (L + 2) // g  # the embedding and the head count as chunks: the end stages hold one block fewer
         cut = ",".join(str(c - 1 if i in (0, g - 1) else c) for i in range(g))
+        V = 1
+        if sched == "interleaved":  # 1F1B-I: one layer per chunk, the first chunk the embedding alone, the last the head
+            V = c
+            cut = ",".join(str(0 if i in (0, g * V - 1) else 1) for i in range(g * V))
         seq, vocab = int(r.get("seq_len") or 1024), int(r.get("vocab") or 50304)
         flags = ["--layers", L, "--heads", r["heads"], "--dim", r["hidden"], "--seq-len", seq,
                  "--vocab", vocab, "--batch-size", mb * m, "--devices", g, "--tp", 1, "--pp", g, "--dp", 1,
                  "--stage-layers", cut,
                  "--micro-batch-size", mb, "--schedule", sched, "--recompute", "none", "--attention", "unfused",
-                 "--precision", "bf16", "--top", 1]
+                 "--precision", "bf16", "--top", 1] + (["--virtual-stages", V] if V > 1 else [])
         best, err = plan(args, flags)
         pub, pubm = float(r["samples_per_gpu_s"]), float(r["peak_mem_gb"])
         if best is None:

@@ -30,7 +30,8 @@
 # ZeRO stage in a three-way hybrid (ZeRO-1 interleaved, ZeRO-2 with sequence parallelism,
 # FSDP zb with full recomputation), hybrid-sharded FSDP over pipeline copies, interleaved
 # pp 2 with 8 chunks, dp 2 x tp 2 and dp 2 x pp 2 zb at --accum-blocks 2, FSDP dp 2 at K = 2,
-# FSDP over pp 2 zb2 with attention recomputation, and two refused: a layout that cannot be (16 stages of 8 layers) and ZeRO with 8 blocks
+# FSDP over pp 2 zb2 with attention recomputation, 1F1B-I's cut (interleaved, the end chunks
+# holding the embedding and the head alone), and two refused: a layout that cannot be (16 stages of 8 layers) and ZeRO with 8 blocks
 # over 2 tp ranks.  MT_BIN (default build/meshtrain) and MT_DIFF (build/prog_stdiff) name
 # the binaries.  MT_EQ_GREP=PATTERN runs only the layouts whose flags match it (grep -E).
 # Test hooks: MT_EQ_MUTATE runs the layouts (not the references) through MT_TEST_BIN, the
@@ -154,6 +155,7 @@ if [ $quick = 1 ]; then
   row --dp 2 --pp 2 --schedule zb --accum-blocks 2
   row --dp 2 --zero 3 --accum-blocks 2
   row --dp 2 --pp 2 --zero 3 --schedule zb2 --recompute attn
+  row --pp 2 --schedule interleaved --virtual-stages 5 --stage-layers 0,1,1,1,1,1,1,1,1,0
 else
   rc_i=0
   for dp in 1 2 4 8; do for tp in 1 2 4 8; do for pp in 1 2 4 8; do
@@ -177,6 +179,11 @@ else
     # ZeRO with the matrix's 8 blocks over fewer tp ranks: refused (docs/parallelism.md), once per mesh
     [ $dp -gt 1 ] && [ $tp -gt 1 ] && [ $tp -lt 8 ] && row K8 --dp $dp --tp $tp --pp $pp --zero 1
   done; done; done
+  # end stages of no block (the embedding alone, the head alone): 1F1B-I's cut, and with
+  # FSDP, tp and zb2, ZeRO-1 and full recomputation
+  row --pp 2 --schedule interleaved --virtual-stages 5 --stage-layers 0,1,1,1,1,1,1,1,1,0
+  row --dp 2 --tp 2 --pp 2 --zero 3 --schedule zb2 --stage-layers 0,8 --sequence-parallel
+  row --dp 2 --pp 4 --zero 1 --schedule zb --stage-layers 0,4,4,0 --recompute full
   # the accumulation order per mesh (the rows above ran the default: K = 1 without dp,
   # PyTorch's order; K = dp with it; one block per micro-batch for ZeRO-2/3): K = M (one
   # block per micro-batch); over dp, ZeRO-1 at K = 2 dp and FSDP at K = dp (blocks of

@@ -2,7 +2,8 @@
 # Model and pipeline parallelism reproduce one device.  Every schedule (naive, gpipe, 1f1b,
 # interleaved with 2 chunks per rank, zb, zb2) on 2 and 4 stages with 4 and 8 micro-batches, and
 # with --recompute full and attn, gives the single-rank losses, model.safetensors and
-# optimizer.safetensors bit for bit over 20 steps; so do uneven --stage-layers, and a
+# optimizer.safetensors bit for bit over 20 steps; so do uneven --stage-layers (end stages
+# holding only the embedding or the head included), and a
 # stage that sums its micro-batches left to right (a test hook) must not.  A run saved on
 # pp 4 interleaved at step 10 resumes on pp 2 zb and on one rank bit for bit.  mem.activations
 # equals the activation-set formula and comm.pp the traffic formula on every rank; the
@@ -49,6 +50,12 @@ train uneven2 $eq --layers 4 --pp 2 --stage-layers 1,3 --microbatches 8
 same_run "--stage-layers 1,3" "$T/ref_L4_M8" "$T/uneven2"
 train uneven3 $eq --layers 4 --pp 3 --stage-layers 2,1,1 --schedule zb --microbatches 4
 same_run "--pp 3 --stage-layers 2,1,1 zb" "$T/ref_L4_M4" "$T/uneven3"
+# end stages that hold no block (the embedding or the head alone): the Zero Bubble paper's
+# 1F1B-I, one layer per chunk with those two counted as layers, and zb2 with an empty first stage
+train endless $eq --layers 4 --pp 2 --schedule interleaved --virtual-stages 3 --stage-layers 0,1,1,1,1,0 --microbatches 4
+same_run "interleaved V3 --stage-layers 0,1,1,1,1,0" "$T/ref_L4_M4" "$T/endless"
+train endless2 $eq --layers 4 --pp 3 --schedule zb2 --stage-layers 0,4,0 --microbatches 8 --recompute full
+same_run "zb2 --pp 3 --stage-layers 0,4,0 --recompute full" "$T/ref_L4_M8" "$T/endless2"
 train rc_one $eq --layers 4 --micro-batch-size 1 --recompute full
 same_run "one rank --recompute full" "$T/ref_L4_M8" "$T/rc_one"
 train rc_dp $eq --layers 4 --micro-batch-size 1 --dp 2 --zero 3 --recompute attn
@@ -178,7 +185,7 @@ bad="--data $T/data --heads 2 --dim 32 --seq-len 32 --steps 1"
 ok="$bad --layers 4 --batch-size 8"
 expect_bad_input "more stages than layers" $MT_BIN train $ok --pp 5
 expect_bad_input "--stage-layers not summing to the layers" $MT_BIN train $ok --pp 2 --stage-layers 1,2
-expect_bad_input "--stage-layers with a zero" $MT_BIN train $ok --pp 2 --stage-layers 0,4
+expect_bad_input "--stage-layers with a middle stage of none" $MT_BIN train $ok --pp 3 --stage-layers 2,0,2
 expect_bad_input "--stage-layers of another stage count" $MT_BIN train $ok --pp 2 --stage-layers 1,1,2
 expect_bad_input "--stage-layers not numbers" $MT_BIN train $ok --pp 2 --stage-layers 2,x
 expect_bad_input "interleaved stages not dividing the layers" $MT_BIN train $bad --batch-size 8 --layers 6 --pp 2 \

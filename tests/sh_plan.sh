@@ -90,6 +90,7 @@ PP gpipe, full recompute|2|--pp 2 --schedule gpipe --micro-batch-size 2 --recomp
 PP interleaved|2|--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch-size 1 --recompute none
 PP zb|2|--pp 2 --schedule zb --micro-batch-size 1 --recompute attn
 PP zb2|2|--pp 2 --schedule zb2 --micro-batch-size 1 --recompute none
+PP 1F1B-I, end chunks of no block|2|--pp 2 --schedule interleaved --virtual-stages 3 --stage-layers 0,1,1,1,1,0 --micro-batch-size 1 --recompute none
 dp x pp ZeRO-1|4|--dp 2 --pp 2 --zero 1 --schedule 1f1b --micro-batch-size 1 --recompute none
 dp x tp x pp|8|--dp 2 --tp 2 --pp 2 --zero 0 --schedule 1f1b --micro-batch-size 1 --recompute none --sequence-parallel
 EOF

@@ -1,7 +1,8 @@
 /* test_plan.c - the planner's pieces without MPI: cluster files (built-in and malformed),
  * the links a group spans, collectives on one node against across nodes, the pipeline's
  * extrapolated makespan against the full simulation, the bubble of uniform stages against
- * its closed form, a step never shorter than its compute, the bf16 bytes per parameter,
+ * its closed form, a step never shorter than its compute, the bf16 bytes per parameter, a
+ * full node's compute and streaming speeds,
  * and the search agreeing with the engine's rule book on every layout it lists. */
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,33 @@ static void test_search(void)
           "tp 16 crosses nodes: exposed tp %g s against tp 8's %g s", b.time.tp, a.time.tp);
 }
 
+/* a full node: node_full_speed slows the products, node_full_memory_speed the streaming
+ * work (the optimizer), each only where the layout fills the node */
+static void test_node_full(void)
+{
+    MtCluster cl = a100();
+    cl.devices_per_node = 2;
+    MtPlanModel m = model(2, 4, 256, 256, 256, 8, MT_PREC_FP32);
+    MtPlanLayout one = {.dp = 1, .tp = 1, .pp = 1, .sched = MT_SCHED_1F1B, .V = 1, .micro = 8};
+    MtPlanLayout two = one;
+    two.dp = 2, two.micro = 4;
+    MtStepTime a1, a2, b1, b2, c2;
+    CHECK(mt_plan_time(&m, &one, &cl, INFINITY, &a1) == MT_OK && mt_plan_time(&m, &two, &cl, INFINITY, &a2) == MT_OK,
+          "the reference times");
+    cl.node_full = 0.5;
+    CHECK(mt_plan_time(&m, &one, &cl, INFINITY, &b1) == MT_OK && mt_plan_time(&m, &two, &cl, INFINITY, &b2) == MT_OK,
+          "node_full_speed 0.5");
+    CHECK(b1.step == a1.step, "one device of two does not fill the node: %g vs %g s", b1.step, a1.step);
+    CHECK(b2.compute > 1.5 * a2.compute && b2.optimizer == a2.optimizer,
+          "two of two at half compute speed: compute %g -> %g s, optimizer %g -> %g s", a2.compute, b2.compute,
+          a2.optimizer, b2.optimizer);
+    cl.node_full = 0, cl.node_full_mem = 0.5;
+    CHECK(mt_plan_time(&m, &two, &cl, INFINITY, &c2) == MT_OK, "node_full_memory_speed 0.5");
+    CHECK_CLOSE(c2.optimizer, 2 * a2.optimizer, 1e-12, 0, "the optimizer streams at half speed");
+    CHECK(c2.compute > a2.compute && c2.compute < b2.compute,
+          "only the element-wise part of compute slows: %g < %g < %g s", a2.compute, c2.compute, b2.compute);
+}
+
 int main(void)
 {
     test_cluster_files();
@@ -210,5 +238,6 @@ int main(void)
     test_extrapolation();
     test_uniform_bubble();
     test_search();
+    test_node_full();
     return mt_test_done("test_plan");
 }

@@ -419,8 +419,17 @@ static void stages(void)
     CHECK(mt_stage_layers(6, 3, given, b) == MT_OK && b[1] == 3, "given");
     mt_stage_units(6, 3, b, 1, &first, &last);
     CHECK(first == 2 && last == 4, "given stage 1 units %d..%d", first, last);
-    int zero[2] = {0, 4}, off[2] = {2, 3};
-    CHECK(mt_stage_layers(4, 2, zero, b) == MT_EINPUT, "a stage of zero layers");
+    int zero[3] = {2, 0, 2}, off[2] = {2, 3}, ends[4] = {0, 2, 2, 0}, one[1] = {0};
+    CHECK(mt_stage_layers(4, 3, zero, b) == MT_EINPUT, "a middle stage of zero layers");
+    CHECK(mt_stage_layers(0, 1, one, b) == MT_EINPUT, "a single stage of zero layers");
+    /* end stages of no block: the embedding alone, the head alone (1F1B-I's cut) */
+    CHECK(mt_stage_layers(4, 4, ends, b) == MT_OK, "end stages of no block");
+    mt_stage_units(4, 4, b, 0, &first, &last);
+    CHECK(first == 0 && last == 0, "the first stage holds the embedding alone: units %d..%d", first, last);
+    mt_stage_units(4, 4, b, 3, &first, &last);
+    CHECK(first == 5 && last == 5, "the last stage holds the head alone: units %d..%d", first, last);
+    mt_stage_units(4, 4, b, 1, &first, &last);
+    CHECK(first == 1 && last == 2, "stage 1 units %d..%d", first, last);
     CHECK(mt_stage_layers(4, 2, off, b) == MT_EINPUT, "layers not summing");
     CHECK(mt_stage_layers(2, 3, NULL, b) == MT_EINPUT, "more stages than layers");
     /* every unit in exactly one stage, in order */

@@ -806,10 +806,11 @@ int mt_cmd_bench(int argc, char **argv)
     double gemm_rate = 2.0 * m * nn * k * reps / (mt_now() - t0);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"engine\": \"meshtrain\", \"ms_per_step\": %.3f, \"tokens_per_s\": %.1f, \"floor_ms\": %.3f, "
+    printf("{\"engine\": \"meshtrain\", \"ms_per_step\": %.3f, \"min_ms_per_step\": %.3f, \"tokens_per_s\": %.1f, "
+           "\"floor_ms\": %.3f, "
            "\"least_floor_ms\": %.3f, \"gemm_gflops\": %.1f, \"threads\": %d, \"blas\": \"%s\", "
            "\"peak_rss_mb\": %.1f, \"accounted_mb\": %.1f, \"loss\": %.6f}\n",
-           med, N / med * 1e3, flops / gemm_rate * 1e3, flops / gemm_rate * 1e3, gemm_rate / 1e9, tc.threads,
+           med, ms[0], N / med * 1e3, flops / gemm_rate * 1e3, flops / gemm_rate * 1e3, gemm_rate / 1e9, tc.threads,
            mt_gemm_name(),
            ru.ru_maxrss / 1024.0, tr.mem.total_peak / 1048576.0, st.loss);
     free(ms);

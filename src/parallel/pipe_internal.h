@@ -100,6 +100,11 @@ static inline int next_forward(int L, const MtPipeChunk *ch, int l)
     return l + 1 < ch->l1 ? l + 2 : ch->head ? L + 1 : -1;
 }
 
+/* the unit after the embedding's in a forward through chunk ch, and after the head's in
+ * its backward (-1: none; an end chunk may hold no block) */
+static inline int next_after_embed(const MtPipeChunk *ch) { return ch->l1 > ch->l0 ? ch->l0 + 1 : -1; }
+static inline int next_after_head(const MtPipeChunk *ch) { return ch->l1 > ch->l0 ? ch->l1 : -1; }
+
 /* norm blocks (MT_NORM_BLOCK floats) of unit u */
 static inline int64_t nblocks(const MtTrainer *tr, int u)
 {

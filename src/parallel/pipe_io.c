@@ -27,7 +27,7 @@ void mt_pipe_eval_windows(MtPipe *p, const MtTokens *data, int64_t lo, int64_t h
             MtActs a = ch->sets[0]; /* same buffers, fewer rows */
             a.B = b;
             if (ch->embed) {
-                pipe_params_need(p, 0, ch->l0 + 1);
+                pipe_params_need(p, 0, next_after_embed(ch));
                 mt_model_embed_forward(&tc->cfg, &p->w, &a, tr->inputs);
             } else
                 mt_recv(p->c, MT_GROUP_PP, a.encoded, n, (stage - 1) % p->P);

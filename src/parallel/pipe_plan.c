@@ -124,7 +124,7 @@ static int64_t plan_gathers(const MtPipeOptions *o, const MtConfig *cfg, int P, 
         pipe_chunk_units(o, L, P, rank, a->stage / P, &ch, &uf, &ul);
         if (a->kind == MT_ACT_F) {
             if (ch.embed)
-                plan_need(&x, 0, ch.l0 + 1);
+                plan_need(&x, 0, next_after_embed(&ch));
             for (int l = ch.l0; l < ch.l1; l++)
                 plan_need(&x, l + 1, next_forward(L, &ch, l));
             if (ch.head)
@@ -132,7 +132,7 @@ static int64_t plan_gathers(const MtPipeOptions *o, const MtConfig *cfg, int P, 
             continue;
         }
         if (a->kind == MT_ACT_B && ch.head)
-            plan_need(&x, L + 1, ch.l1);
+            plan_need(&x, L + 1, next_after_head(&ch));
         for (int l = ch.l1 - 1; l >= ch.l0; l--)
             plan_need(&x, l + 1, l > ch.l0 ? l : -1);
     }

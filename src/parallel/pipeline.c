@@ -122,7 +122,7 @@ static void forward(MtPipe *p, const MtAction *a)
     int64_t off = (int64_t)a->mb * tc->micro * tc->seq;
     double t0 = mt_comm_clock(p->c);
     if (ch->embed) {
-        pipe_params_need(p, 0, ch->l0 + 1);
+        pipe_params_need(p, 0, next_after_embed(ch));
         mt_model_embed_forward(&tc->cfg, &p->w, s, p->tr->inputs + off);
     } else {
         mt_be()->copy(s->encoded, p->land[land], rows(p));
@@ -181,6 +181,9 @@ static const float *block_input(const MtPipeChunk *ch, const MtActs *s, int l)
     return l > ch->l0 ? s->res3[l - 1] : s->encoded;
 }
 
+/* what the chunk's blocks leave for the head or the next stage: the embedding's rows where it has none */
+static const float *chunk_out(const MtPipeChunk *ch, const MtActs *s) { return block_input(ch, s, ch->l1); }
+
 /* the stash of set `slot`: blocks l0.., then the head's, then the embedding's */
 static float *stash(const MtPipe *p, const MtPipeChunk *ch, int slot, int part)
 {
@@ -203,9 +206,9 @@ static void backward(MtPipe *p, const MtAction *a, int split)
     if (!split)
         leaf_begin(p, ch, a->mb, &gv);
     double t0 = mt_comm_clock(p->c);
-    const float *xh = ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded;
+    const float *xh = chunk_out(ch, s);
     if (ch->head)
-        pipe_params_need(p, cfg->L + 1, ch->l1);
+        pipe_params_need(p, cfg->L + 1, next_after_head(ch));
     if (!ch->head) {
         mt_be()->copy(s->dres, p->land[land], rows(p));
         p->land_key[land] = -1;
@@ -252,8 +255,7 @@ static void weights(MtPipe *p, const MtAction *a)
     leaf_begin(p, ch, a->mb, &gv);
     double t0 = mt_comm_clock(p->c);
     if (ch->head) {
-        mt_model_head_backward_weight(&tc->cfg, &gv, s, ch->l1 > ch->l0 ? s->res3[ch->l1 - 1] : s->encoded,
-                                      stash(p, ch, slot, STASH_HEAD));
+        mt_model_head_backward_weight(&tc->cfg, &gv, s, chunk_out(ch, s), stash(p, ch, slot, STASH_HEAD));
         if (p->defer)
             pipe_keep_head(p, s, a->mb);
     }
@@ -292,7 +294,7 @@ static void run(MtPipe *p, const MtAction *a)
         weights(p, a);
         break;
     case MT_ACT_SEND_F:
-        send(p, MT_GROUP_PP, (a->stage + 1) % p->P, tag(TAG_F, a->mb), ch->sets[ch->slot[a->mb]].res3[ch->l1 - 1],
+        send(p, MT_GROUP_PP, (a->stage + 1) % p->P, tag(TAG_F, a->mb), chunk_out(ch, &ch->sets[ch->slot[a->mb]]),
              rows(p));
         break;
     case MT_ACT_SEND_B:

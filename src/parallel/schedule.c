@@ -391,18 +391,21 @@ const char *mt_action_str(const MtAction *a, char *buf)
 
 MtStatus mt_stage_layers(int L, int S, const int *given, int *blocks)
 {
-    if (S > L)
-        return mt_error(MT_EINPUT, "%d pipeline stages for %d layers: every stage needs at least one layer", S, L);
     if (!given) {
+        if (S > L)
+            return mt_error(MT_EINPUT, "%d pipeline stages for %d layers: every stage needs at least one layer", S, L);
         for (int s = 0; s < S; s++)
             blocks[s] = L / S + (s < L % S);
         return MT_OK;
     }
     int sum = 0;
     for (int s = 0; s < S; s++) {
-        if (given[s] < 1)
-            return mt_error(MT_EINPUT, "--stage-layers: stage %d has %d layers; every stage needs at least one", s,
-                            given[s]);
+        /* the first and the last stage may hold no block: the embedding or the head alone
+         * (the Zero Bubble paper's 1F1B-I: one layer per chunk, those two counted as layers) */
+        int least = S > 1 && (s == 0 || s == S - 1) ? 0 : 1;
+        if (given[s] < least)
+            return mt_error(MT_EINPUT, "--stage-layers: stage %d has %d layers; every stage needs at least one (the "
+                            "first and the last may hold none)", s, given[s]);
         sum += given[s];
         blocks[s] = given[s];
     }

@@ -104,6 +104,8 @@ MtStatus mt_cluster_parse(const char *text, size_t len, const char *what, MtClus
         s = num(dev, "elementwise_bw_gbs", NULL, 0, what, &cl->ew_bw);
     if (s == MT_OK && mt_json_get(dev, "node_full_speed"))
         s = num(dev, "node_full_speed", NULL, 1.0, what, &cl->node_full);
+    if (s == MT_OK && mt_json_get(dev, "node_full_memory_speed"))
+        s = num(dev, "node_full_memory_speed", NULL, 1.0, what, &cl->node_full_mem);
     double threads = 1;
     if (s == MT_OK && mt_json_get(dev, "threads"))
         s = num(dev, "threads", NULL, 1024, what, &threads);

@@ -140,13 +140,14 @@ typedef struct {
     const MtCluster *cl;
     double e;  /* bytes per activation element */
     MtLink tpl;
-    double speed; /* the device's compute speed: node_full_speed when the layout fills a node, else 1 */
+    double speed;  /* the device's compute speed: node_full_speed when the layout fills a node, else 1 */
+    double mspeed; /* its streaming speed: node_full_memory_speed when the layout fills a node, else 1 */
 } Ctx;
 
 /* element-wise kernels' bytes (the cluster's measured rate where it has one) */
 static double E(const Ctx *x, double bytes)
 {
-    return (x->cl->ew_bw > 0 ? bytes / x->cl->ew_bw : mt_cost_stream(x->cl, bytes)) / x->speed;
+    return (x->cl->ew_bw > 0 ? bytes / x->cl->ew_bw : mt_cost_stream(x->cl, bytes)) / x->mspeed;
 }
 
 /* a product (m x k) (k x n) as the CPU kernels call it (ta, tb: 0 0 forward, 0 1 the input's
@@ -263,8 +264,9 @@ static MtStatus time_model(const MtPlanModel *m, const MtPlanLayout *l, const Mt
     memset(t, 0, sizeof *t);
     const MtConfig *c = &m->cfg;
     int world = l->dp * l->tp * l->pp;
-    Ctx x = {m, l, cl, m->prec == MT_PREC_BF16 ? 2.0 : 4.0, {0},
-             cl->node_full > 0 && world >= cl->devices_per_node ? cl->node_full : 1.0};
+    int full = world >= cl->devices_per_node;
+    Ctx x = {m, l, cl, m->prec == MT_PREC_BF16 ? 2.0 : 4.0, {0}, full && cl->node_full > 0 ? cl->node_full : 1.0,
+             full && cl->node_full_mem > 0 ? cl->node_full_mem : 1.0};
     x.tpl = mt_cost_group_link(cl, l->tp, 1, NULL);
     UnitCost ub = block_cost(&x), uh = head_cost(&x), ue = embed_cost(&x);
     int P = l->pp, V = l->pp > 1 ? l->V : 1, S = P * V;
@@ -357,7 +359,7 @@ static MtStatus time_model(const MtPlanModel *m, const MtPlanLayout *l, const Mt
     t->dp = dp;
     /* the optimizer over the rank's shard: read p, g, m, v, write p, m, v (and the bf16 copy), the norm's read */
     double shard = l->zero > 0 && D > 1 ? F / Sh : F;
-    t->optimizer = mt_cost_stream(cl, shard * (28.0 + (m->prec == MT_PREC_BF16 ? 2.0 : 0.0) + 4.0));
+    t->optimizer = mt_cost_stream(cl, shard * (28.0 + (m->prec == MT_PREC_BF16 ? 2.0 : 0.0) + 4.0)) / x.mspeed;
     /* a lower bound without the simulation: the critical rank's work; above `bound` the
      * layout cannot be among the fastest and is not simulated */
     double lower = M * work[crit] + t->dp + t->optimizer;

@@ -15,7 +15,9 @@
  *                     product of one of these shapes and orientations costs its measured
  *                     rate instead of the curve's); optional node_full_speed (0, 1]: a
  *                     device's compute speed when every device of its node computes, against
- *                     alone (applied to layouts that fill a node)
+ *                     alone (applied to layouts that fill a node: matrix products and
+ *                     attention); optional node_full_memory_speed (0, 1]: the same for its
+ *                     streaming work (element-wise kernels, the optimizer)
  *   intra_node        bw_gbs (each way, per device), latency_us (per step of a collective)
  *   inter_node        the same for a device's share of the links between nodes
  *   efficiency        gemm_max (0, 1]: a large product's fraction of the peak; gemm_half_dim > 0:
@@ -52,7 +54,8 @@ typedef struct {
     double mem_eff;
     double ew_bw;           /* bytes/s of element-wise kernels (0: mem_bw x mem_eff) */
     int threads;            /* per device (the CPU engine's activations count per-thread scratch) */
-    double node_full;       /* speed of a device in a full node, against alone (0: not given, 1) */
+    double node_full;       /* compute speed of a device in a full node, against alone (0: not given, 1) */
+    double node_full_mem;   /* its streaming speed there (0: not given, 1) */
     int ngemm;              /* measured products: shape, orientation and FLOP/s */
     struct {
         int ta, tb;
