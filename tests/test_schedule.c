@@ -106,6 +106,39 @@ static void exhaustive(void)
                             sum += mt_schedule_peak_sets(&s, L.l[r], L.n[r], c);
                         CHECK(sum >= res.peak_sets[r] && (V > 1 || sum == res.peak_sets[r]),
                               "%s P%d M%d V%d rank %d: chunk peaks %d vs %d", nm, P, M, V, r, sum, res.peak_sets[r]);
+                        /* pools: one shape for every chunk holds the rank's simultaneous peak;
+                         * a shape per chunk each chunk's own; the first chunk alone (the
+                         * embedding's) its own peak beside the others' shared one */
+                        int one[MT_MAX_STAGES] = {0}, each[MT_MAX_STAGES], ends[MT_MAX_STAGES], got[MT_MAX_STAGES];
+                        for (int c = 0; c < V; c++)
+                            each[c] = c, ends[c] = c == 0;
+                        mt_schedule_pool_sets(&s, L.l[r], L.n[r], one, got);
+                        CHECK(got[0] == res.peak_sets[r], "%s P%d M%d V%d rank %d: one pool %d sets, rank peak %d", nm,
+                              P, M, V, r, got[0], res.peak_sets[r]);
+                        for (int c = 1; c < V; c++)
+                            CHECK(got[c] == 0, "%s P%d M%d V%d rank %d: chunk %d of the one pool owns %d", nm, P, M, V, r,
+                                  c, got[c]);
+                        mt_schedule_pool_sets(&s, L.l[r], L.n[r], each, got);
+                        for (int c = 0; c < V; c++)
+                            CHECK(got[c] == mt_schedule_peak_sets(&s, L.l[r], L.n[r], c),
+                                  "%s P%d M%d V%d rank %d: chunk %d alone %d sets", nm, P, M, V, r, c, got[c]);
+                        if (V > 2) {
+                            mt_schedule_pool_sets(&s, L.l[r], L.n[r], ends, got);
+                            int most = 0, held = 0; /* chunks 1.. together, counted here */
+                            for (int i = 0; i < L.n[r]; i++) {
+                                const MtAction *a = &L.l[r][i];
+                                if (a->stage / P == 0)
+                                    continue;
+                                if (a->kind == MT_ACT_F && ++held > most)
+                                    most = held;
+                                if (a->kind == (mt_schedule_split(k) ? MT_ACT_W : MT_ACT_B))
+                                    held--;
+                            }
+                            CHECK(got[0] == mt_schedule_peak_sets(&s, L.l[r], L.n[r], 0) && got[1] == most &&
+                                      got[2] == 0 && got[1] <= res.peak_sets[r],
+                                  "%s P%d M%d V%d rank %d: pools %d, %d, %d (chunks 1.. at once %d)", nm, P, M, V, r,
+                                  got[0], got[1], got[2], most);
+                        }
                     }
                     int pw = mt_schedule_peak_wte(&s, L.l[P - 1], L.n[P - 1], 1);
                     CHECK(pw == res.peak_wte && (P == 1 ? pw == 0 : pw >= 1 && pw <= (P * V < M ? P * V : M) + 1),

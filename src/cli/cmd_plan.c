@@ -113,6 +113,18 @@ static void explain(const MtPlanModel *m, const MtCluster *cl, const MtPlanEntry
         printf("  %-40s %10.4f s  %5.1f%%\n", names[k], parts[k], 100 * parts[k] / t->step);
     const char *mn[] = {"parameters", "gradients", "optimizer state", "activations", "communication buffers",
                         "workspace"};
+    const MtPlanLayout *l = &e->l;
+    int S = l->pp > 1 ? l->pp * l->V : 1;
+    double *stage = malloc(sizeof(double) * 3 * (size_t)S);
+    MT_ASSERT(stage, "out of memory");
+    if (l->pp > 1 && mt_plan_stage_costs(m, l, cl, stage) == MT_OK) {
+        printf("per micro-batch, each virtual stage's F, B, W as the simulator takes them (ms; B includes W where the"
+               " schedule does not split them):\n");
+        for (int v = 0; v < S; v++)
+            printf("  stage %3d (rank %3d)  F %9.3f  B %9.3f  W %9.3f\n", v, v % l->pp, 1e3 * stage[3 * v],
+                   1e3 * stage[3 * v + 1], 1e3 * stage[3 * v + 2]);
+    }
+    free(stage);
     printf("memory of the fullest rank (world rank %d), %s:\n", e->mem.rank, mt_prec_name(m->prec));
     for (int k = 0; k < MT_NPMEM; k++)
         printf("  %-40s %12.0f bytes  %8.3f GB\n", mn[k], e->mem.bytes[k], e->mem.bytes[k] / 1e9);

@@ -286,7 +286,7 @@ int mt_cmd_schedule(int argc, char **argv)
     printf("peak activation sets per rank:");
     for (int r = 0; r < P; r++) {
         printf(" %d", res.peak_sets[r]);
-        if (V > 1) { /* what the executor allocates: each chunk's own peak */
+        if (V > 1) { /* each chunk's own peak; chunks of one shape share a pool (the rank's peak when all are alike) */
             printf(" (chunks");
             for (int c = 0; c < V; c++)
                 printf(" %d", mt_schedule_peak_sets(&s, lists[r], n[r], c));

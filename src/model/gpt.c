@@ -283,6 +283,24 @@ int64_t mt_acts_floats(const MtConfig *cfg, int B, int T, int threads)
     return mt_acts_floats_shape(cfg, B, T, threads, &sh);
 }
 
+/* Points a's buffers into `block` (mt_acts_floats_shape floats) laid out for shape sh. */
+static void carve(MtActs *a, float *block, const MtConfig *cfg, int B, int T, int threads, const MtActsShape *sh)
+{
+    Slot s[MAX_SLOTS];
+    int k = act_slots(cfg, a, B, T, threads, sh, s);
+    float *p = block;
+    for (int i = 0; i < k; i++) {
+        *s[i].slot = p;
+        p += (s[i].n + 15) / 16 * 16;
+    }
+    a->recompute = sh->recompute;
+    a->tp = sh->tp;
+    a->l0 = sh->l0;
+    a->l1 = sh->l1;
+    if (sh->rc_buffers)
+        mt_acts_share(a, a);
+}
+
 MtStatus mt_acts_alloc_shape(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, int T, int threads,
                              const MtActsShape *sh)
 {
@@ -294,20 +312,20 @@ MtStatus mt_acts_alloc_shape(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, 
     if (!a->block)
         return mt_error(MT_ENOMEM, "cannot allocate %.1f MiB of activations",
                         a->floats * 4.0 / (1 << 20));
-    Slot s[MAX_SLOTS];
-    int k = act_slots(cfg, a, B, T, threads, sh, s);
-    float *p = a->block;
-    for (int i = 0; i < k; i++) {
-        *s[i].slot = p;
-        p += (s[i].n + 15) / 16 * 16;
-    }
-    a->recompute = sh->recompute;
-    a->tp = sh->tp;
-    a->l0 = sh->l0;
-    a->l1 = sh->l1;
-    if (sh->rc_buffers)
-        mt_acts_share(a, a);
+    carve(a, a->block, cfg, B, T, threads, sh);
     return MT_OK;
+}
+
+void mt_acts_view_shape(MtActs *a, const MtActs *owner, const MtConfig *cfg, int B, int T, int threads,
+                        const MtActsShape *sh)
+{
+    MT_ASSERT(owner->block && mt_acts_floats_shape(cfg, B, T, threads, sh) == owner->floats,
+              "an activation view of %lld floats over a set of %lld",
+              (long long)mt_acts_floats_shape(cfg, B, T, threads, sh), (long long)owner->floats);
+    memset(a, 0, sizeof *a);
+    a->B = B;
+    a->T = T;
+    carve(a, owner->block, cfg, B, T, threads, sh); /* block stays NULL: mt_acts_free leaves the owner's */
 }
 
 MtStatus mt_acts_alloc(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, int T, int threads)

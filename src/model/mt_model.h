@@ -192,6 +192,11 @@ MtActsShape mt_acts_whole(const MtConfig *cfg);
 MtStatus mt_acts_alloc(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, int T, int threads);
 MtStatus mt_acts_alloc_shape(MtActs *a, MtMem *mem, const MtConfig *cfg, int B, int T, int threads,
                              const MtActsShape *sh);
+/* A set of shape sh over the memory of `owner` (a set of as many floats, of another shape
+ * with the same buffers: blocks [l0, l1) of another chunk of as many blocks); freeing it
+ * frees nothing, the owner's memory stays the owner's. */
+void mt_acts_view_shape(MtActs *a, const MtActs *owner, const MtConfig *cfg, int B, int T, int threads,
+                        const MtActsShape *sh);
 void mt_acts_free(MtActs *a, MtMem *mem);
 /* Floats that mt_acts_alloc(_shape) takes (pure; used by memory formulas). */
 int64_t mt_acts_floats(const MtConfig *cfg, int B, int T, int threads);

@@ -38,8 +38,10 @@
  * backward (no overlap with it yet).
  *
  * Memory per rank: its stages' parameters, gradients (one buffer plus ceil(log2 M) tree
- * temporaries), moments (ZeRO over copies: see MtPipeOptions); the activation sets of each chunk, as many as its list holds at
- * once (mt_schedule_peak_sets), plus one layer's backward scratch; on the last rank the
+ * temporaries), moments (ZeRO over copies: see MtPipeOptions); the activation sets, one
+ * pool per shape of chunk (as many blocks, the same ends: a rank's chunks share one), as
+ * many as its list holds of those chunks at once (mt_schedule_pool_sets), plus one layer's
+ * backward scratch; on the last rank the
  * wte replica, its moments, its tree and the blocks' head sums awaiting their rows
  * (mt_schedule_peak_wte); on the first the block's embedding rows; landing and send
  * buffers (category other).
@@ -101,10 +103,11 @@ typedef struct {
     int64_t lo, hi;          /* flat span of its units */
     int64_t loff;            /* where the span starts in the rank's arrays */
     int64_t skip;            /* leading floats whose gradient is not summed here (wte on stage 0) */
-    MtActs *sets;
-    int nsets, nfree;
-    int *freelist, *slot;    /* free set indices; micro-batch -> set */
-    float **stash;           /* per set, split schedules: what W needs from B */
+    MtActs *sets;            /* views of its pool's sets (the owner's own where pool is this chunk) */
+    int pool;                /* the rank's chunk that owns the pool (chunks of one shape share one) */
+    int nsets, nfree;        /* the pool's sets; free ones (the owner's count) */
+    int *freelist, *slot;    /* the owner's free set indices; micro-batch -> set */
+    float **stash;           /* per set, split schedules: what W needs from B (the owner's) */
     int tstep;               /* position in the tree plan */
     int zu0, zu1;            /* ZeRO over copies: its units in the shard map [zu0, zu1) */
     const MtTreeStep *plan;  /* the canonical plan (or the test hook's left-to-right one) */

@@ -98,6 +98,11 @@ int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out);
  * block's first micro-batch to the E of its last (0 elsewhere): what the executor allocates. */
 int mt_schedule_peak_sets(const MtSchedule *s, const MtAction *list, int n, int chunk);
 int mt_schedule_peak_wte(const MtSchedule *s, const MtAction *list, int n, int B);
+/* The rank's chunks whose sets have one shape (equal key[c], c < V) share one pool of sets:
+ * sets[c] is the most sets of all those chunks held at once when c is the first chunk of
+ * its pool, else 0 (its sets come from that chunk's pool).  With one key for every chunk
+ * that is the rank's simultaneous peak; with distinct keys, mt_schedule_peak_sets. */
+void mt_schedule_pool_sets(const MtSchedule *s, const MtAction *list, int n, const int *key, int *sets);
 /* "2F0", "0SEND_F1" into buf (>= 40 bytes); returns buf. */
 const char *mt_action_str(const MtAction *a, char *buf);
 

@@ -121,6 +121,11 @@ static inline int tag(int kind, int mb) { return kind * 8192 + mb; }
 /* ---- pipe_setup.c ---- */
 /* chunk c of rank: its stage, units uf..ul and blocks */
 void pipe_chunk_units(const MtPipeOptions *o, int L, int P, int rank, int c, MtPipeChunk *ch, int *uf, int *ul);
+/* chunks of one key have sets of one shape (as many blocks, the same ends) and share a pool */
+static inline int pipe_set_key(const MtPipeChunk *ch) { return 4 * (ch->l1 - ch->l0) + 2 * ch->embed + ch->head; }
+/* the sets of each of rank's chunks' pools (mt_schedule_pool_sets: 0 where a chunk shares another's) */
+void pipe_pool_sets(const MtPipeOptions *o, const MtSchedule *s, int L, int rank, const MtAction *list, int n,
+                    int *sets);
 /* the model units chunk ch holds: uf..ul */
 void pipe_units(const MtPipe *p, const MtPipeChunk *ch, int *uf, int *ul);
 /* n floats in the trainer's memory accounting (category cat), and their release */

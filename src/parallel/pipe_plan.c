@@ -16,14 +16,17 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
     MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
     MT_ASSERT(list, "out of memory");
     int B = mt_accum_block_size(tc), n = mt_schedule_build(&s, rank, list), nh = mt_schedule_peak_wte(&s, list, n, B);
-    /* activations: the backward scratch, and per chunk the sets its list holds at once
-     * (each with its stash for W in a split schedule), as mt_pipe_init allocates them */
+    /* activations: the backward scratch, and per pool of chunks of one shape the sets its
+     * list holds at once (each with its stash for W in a split schedule), as mt_pipe_init
+     * allocates them */
     const MtConfig *cfg = &tc->cfg;
     MtActsShape scratch = scratch_shape(tc);
     bytes[MT_MEM_ACTS] += 4 * mt_acts_floats_shape(cfg, tc->micro, tc->seq, tc->threads, &scratch);
+    int psets[MT_PIPE_MAX_CHUNKS];
+    pipe_pool_sets(o, &s, cfg->L, rank, list, n, psets);
     for (int c = 0; c < o->V; c++) {
         MtPipeChunk ch;
-        int uf, ul, sets = mt_schedule_peak_sets(&s, list, n, c);
+        int uf, ul, sets = psets[c]; /* 0 where the chunk views another's pool */
         pipe_chunk_units(o, cfg->L, P, rank, c, &ch, &uf, &ul);
         MtActsShape sh = set_shape(tc, &ch);
         int64_t stash = mt_schedule_split(o->kind)

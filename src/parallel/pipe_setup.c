@@ -107,6 +107,19 @@ static int max_landing(const MtPipe *p)
     return peak;
 }
 
+void pipe_pool_sets(const MtPipeOptions *o, const MtSchedule *s, int L, int rank, const MtAction *list, int n,
+                    int *sets)
+{
+    int key[MT_PIPE_MAX_CHUNKS];
+    for (int c = 0; c < o->V; c++) {
+        MtPipeChunk ch;
+        int uf, ul;
+        pipe_chunk_units(o, L, s->P, rank, c, &ch, &uf, &ul);
+        key[c] = pipe_set_key(&ch);
+    }
+    mt_schedule_pool_sets(s, list, n, key, sets);
+}
+
 int64_t mt_pipe_stash_floats(const MtPipe *p, int c)
 {
     const MtTrainConfig *tc = &p->tr->tc;
@@ -150,10 +163,14 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     if (mt_acts_alloc_shape(&p->scratch, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &scratch) != MT_OK)
         goto oom;
     int64_t off = 0;
+    int psets[MT_PIPE_MAX_CHUNKS];
+    pipe_pool_sets(o, &p->sched, cfg->L, p->rank, p->list, p->nlist, psets);
     for (int k = 0; k < p->V; k++) {
         MtPipeChunk *ch = &p->ch[k];
         int uf, ul;
         pipe_chunk_units(o, cfg->L, p->P, p->rank, k, ch, &uf, &ul);
+        for (ch->pool = 0; pipe_set_key(&p->ch[ch->pool]) != pipe_set_key(ch); ch->pool++)
+            ;
         ch->lo = tr->unit_lo[uf];
         ch->hi = tr->unit_hi[ul];
         ch->loff = off;
@@ -162,17 +179,22 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         off += ch->hi - ch->lo;
         for (int u = uf; u <= ul && !fsdp(p); u++) /* FSDP: views on the slots, as units are gathered */
             mt_weights_view_unit(cfg, tr->table, tr->nparams, u, tr->params + ch->loff + (tr->unit_lo[u] - ch->lo), &p->w);
-        ch->nsets = mt_schedule_peak_sets(&p->sched, p->list, p->nlist, k);
+        /* the pool's sets: the owner allocates them, a chunk of the same shape views them */
+        const MtPipeChunk *own = &p->ch[ch->pool];
+        int owner = ch->pool == k;
+        ch->nsets = owner ? psets[k] : own->nsets;
         ch->sets = calloc((size_t)ch->nsets, sizeof(MtActs));
-        ch->freelist = malloc(sizeof(int) * (size_t)(ch->nsets + 1));
+        ch->freelist = owner ? malloc(sizeof(int) * (size_t)(ch->nsets + 1)) : NULL;
         ch->slot = malloc(sizeof(int) * (size_t)M);
-        ch->stash = calloc((size_t)ch->nsets + 1, sizeof(float *));
-        if (!ch->sets || !ch->freelist || !ch->slot || !ch->stash)
+        ch->stash = owner ? calloc((size_t)ch->nsets + 1, sizeof(float *)) : own->stash;
+        if (!ch->sets || (owner && !ch->freelist) || !ch->slot || !ch->stash)
             goto oom;
         MtActsShape sh = set_shape(tc, ch);
         for (int i = 0; i < ch->nsets; i++) {
             MtActs *a = &ch->sets[i];
-            if (mt_acts_alloc_shape(a, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh) != MT_OK)
+            if (!owner)
+                mt_acts_view_shape(a, &own->sets[i], cfg, tc->micro, tc->seq, tc->threads, &sh);
+            else if (mt_acts_alloc_shape(a, &tr->mem, cfg, tc->micro, tc->seq, tc->threads, &sh) != MT_OK)
                 goto oom;
             a->dres = p->scratch.dres; /* views of the one backward scratch */
             a->dln = p->scratch.dln;
@@ -183,7 +205,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
             mt_acts_share(a, &p->scratch);
             a->poll = pipe_poll;
             a->poll_ctx = p;
-            if (mt_schedule_split(o->kind) &&
+            if (owner && mt_schedule_split(o->kind) &&
                 !(ch->stash[i] = pipe_alloc(p, MT_MEM_ACTS, mt_pipe_stash_floats(p, k))))
                 goto oom;
         }
@@ -323,6 +345,8 @@ void mt_pipe_free(MtPipe *p)
         MtPipeChunk *ch = &p->ch[k];
         for (int i = 0; ch->sets && i < ch->nsets; i++)
             mt_acts_free(&ch->sets[i], &p->tr->mem);
+        if (ch->pool != k) /* a view of another chunk's pool: its stash is the owner's */
+            ch->stash = NULL;
         for (int i = 0; ch->stash && i < ch->nsets; i++)
             if (ch->stash[i])
                 pipe_free_buf(p, MT_MEM_ACTS, ch->stash[i], mt_pipe_stash_floats(p, k));

@@ -115,8 +115,9 @@ static void forward(MtPipe *p, const MtAction *a)
     const MtTrainConfig *tc = &p->tr->tc;
     MtPipeChunk *ch = &p->ch[a->stage / p->P];
     int land = ch->embed ? -1 : take_land(p, MT_ACT_RECV_F, a);
-    MT_ASSERT(ch->nfree > 0, "no activation set free on stage %d", a->stage);
-    int slot = ch->freelist[--ch->nfree];
+    MtPipeChunk *po = &p->ch[ch->pool];
+    MT_ASSERT(po->nfree > 0, "no activation set free on stage %d", a->stage);
+    int slot = po->freelist[--po->nfree];
     ch->slot[a->mb] = slot;
     MtActs *s = &ch->sets[slot];
     int64_t off = (int64_t)a->mb * tc->micro * tc->seq;
@@ -173,7 +174,8 @@ static void leaf_end(MtPipe *p, MtPipeChunk *ch, int mb)
     if (!rr(p))
         ch->tstep = mt_accum_adds(ch->plan, p->nplan, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip,
                                   NULL);
-    ch->freelist[ch->nfree++] = ch->slot[mb];
+    MtPipeChunk *po = &p->ch[ch->pool];
+    po->freelist[po->nfree++] = ch->slot[mb];
 }
 
 static const float *block_input(const MtPipeChunk *ch, const MtActs *s, int l)
@@ -416,8 +418,8 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
         mt_be()->zero(tr->grads + p->ch[0].loff, p->ch[0].skip);
     for (int k = 0; k < p->V; k++) {
         MtPipeChunk *ch = &p->ch[k];
-        ch->nfree = ch->nsets;
-        for (int i = 0; i < ch->nsets; i++)
+        ch->nfree = ch->pool == k ? ch->nsets : 0;
+        for (int i = 0; i < ch->nfree; i++)
             ch->freelist[i] = ch->nsets - 1 - i;
         ch->tstep = 0;
     }

@@ -367,6 +367,28 @@ int mt_schedule_peak_sets(const MtSchedule *s, const MtAction *list, int n, int 
     return peak;
 }
 
+void mt_schedule_pool_sets(const MtSchedule *s, const MtAction *list, int n, const int *key, int *sets)
+{
+    int pool[MT_MAX_STAGES], held[MT_MAX_STAGES] = {0}, free_at = mt_schedule_split(s->kind) ? MT_ACT_W : MT_ACT_B;
+    MT_ASSERT(s->V <= MT_MAX_STAGES, "%d chunks per rank", s->V);
+    for (int c = 0; c < s->V; c++) {
+        pool[c] = c;
+        for (int d = 0; d < c; d++)
+            if (key[d] == key[c]) {
+                pool[c] = d;
+                break;
+            }
+        sets[c] = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        int q = pool[list[i].stage / s->P];
+        if (list[i].kind == MT_ACT_F && ++held[q] > sets[q])
+            sets[q] = held[q];
+        if (list[i].kind == free_at)
+            held[q]--;
+    }
+}
+
 int mt_schedule_peak_wte(const MtSchedule *s, const MtAction *list, int n, int B)
 {
     int held = 0, peak = 0;

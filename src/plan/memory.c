@@ -22,23 +22,35 @@ double mt_plan_block_act_bytes(const MtPlanModel *m, const MtPlanLayout *l)
     return sbh * (10.0 + 24.0 / t + scores / t) + stats;
 }
 
-/* The sets every virtual stage v holds at once under schedule s (the rank's list: chunk
- * v / P of rank v % P), the last schedule's kept (the search asks many layouts in a row). */
-static const int *peak_sets(const MtSchedule *s)
+/* The sets of every virtual stage v (chunk v / P of rank v % P) under schedule s and the cut
+ * `blocks`: a rank's chunks of one shape (as many blocks, the same ends) share one pool of
+ * sets, as the executor allocates them (mt_schedule_pool_sets: the pool's count on its first
+ * chunk, 0 on the others); the last schedule's kept (the search asks many layouts in a row). */
+static const int *pool_sets(const MtSchedule *s, int L, const int *blocks)
 {
     static MtSchedule key;
-    static int sets[MT_MAX_STAGES * MT_PIPE_MAX_CHUNKS];
-    if (memcmp(&key, s, sizeof key) == 0)
+    static int kept_l, kept_blocks[MT_MAX_STAGES], sets[MT_MAX_STAGES];
+    int S = s->P * s->V;
+    if (memcmp(&key, s, sizeof key) == 0 && kept_l == L && memcmp(kept_blocks, blocks, sizeof(int) * (size_t)S) == 0)
         return sets;
     MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(s));
     MT_ASSERT(list, "out of memory");
     for (int r = 0; r < s->P; r++) {
-        int n = mt_schedule_build(s, r, list);
+        int k[MT_MAX_STAGES], got[MT_MAX_STAGES];
+        for (int ch = 0; ch < s->V; ch++) {
+            int first, last;
+            mt_stage_units(L, S, blocks, ch * s->P + r, &first, &last);
+            int nb = (last < L ? last : L) - (first > 1 ? first : 1) + 1;
+            k[ch] = 4 * nb + 2 * (first == 0) + (last == L + 1); /* pipe_set_key */
+        }
+        mt_schedule_pool_sets(s, list, mt_schedule_build(s, r, list), k, got);
         for (int ch = 0; ch < s->V; ch++)
-            sets[ch * s->P + r] = mt_schedule_peak_sets(s, list, n, ch);
+            sets[ch * s->P + r] = got[ch];
     }
     free(list);
     key = *s;
+    kept_l = L;
+    memcpy(kept_blocks, blocks, sizeof(int) * (size_t)S);
     return sets;
 }
 
@@ -57,11 +69,13 @@ static double bf16_acts(const MtPlanModel *m, const MtPlanLayout *l, const MtPip
     if (P == 1) /* one micro-batch at a time */
         return c->L * per + 2.0 * sbh / sp + logits + (l->recompute == MT_RECOMPUTE_FULL ? whole : 0.0);
     MtSchedule s = {l->sched, P, po->M, V};
-    const int *sets = peak_sets(&s);
+    int blocks[MT_MAX_STAGES];
+    MT_ASSERT(mt_stage_layers(c->L, S, po->stage_layers, blocks) == MT_OK, "the plan's cut does not hold");
+    const int *sets = pool_sets(&s, c->L, blocks);
     double bytes = 0.0;
     for (int ch = 0; ch < V; ch++) {
         int v = ch * P + prank, first, last;
-        mt_stage_units(c->L, S, po->stage_layers, v, &first, &last);
+        mt_stage_units(c->L, S, blocks, v, &first, &last);
         int nb = (last < c->L ? last : c->L) - (first > 1 ? first : 1) + 1;
         bytes += sets[v] * (nb * per + (first == 0 ? 2.0 * sbh / sp : 0.0) + (last == c->L + 1 ? logits : 0.0));
     }
