@@ -55,9 +55,10 @@ grep -q "accumulation: 8 micro-batches in 2 blocks of 4 (each left to right, the
   "$T/dpdef.out" && pass || fail "the banner does not say the order: $(grep accumulation "$T/dpdef.out")"
 # the last stage's tied head (pipe_head, docs/parallelism.md).  At the default order each
 # copy of a pipeline is one accumulation block: the last rank sums the head's parts of wte as
-# they come, the first rank the block's embedding rows per token (in its leaf buffer's unused
-# wte span) and sends them once, so every rank of a pipeline alone holds exactly 2x its
-# parameters in gradients (first loop).  With blocks of one micro-batch (--accum-blocks 0)
+# they come, the first rank the block's embedding rows per token and sends them once; the
+# leaf buffer is unit by unit, so every rank of a pipeline alone holds at most 2x its
+# parameters in gradients (2x only on a stage of one unit: pp 4's middle ranks of one
+# block), exactly the plan's (first loop).  With blocks of one micro-batch (--accum-blocks 0)
 # the last rank keeps, for the micro-batches whose rows are in flight, their dlogits and ln_f
 # output (micro-batches of fewer tokens than the width) or, with --head-recompute, only their
 # ln_f output, recomputing the logits when the rows arrive (more tokens than the width; the
@@ -95,9 +96,11 @@ for x in "hg:h1:--pp 2 --schedule gpipe:sum" "h4:h1:--pp 4:sum" \
   train $name $model $lay
   same_run "$lay, the head's $kept" "$T/$ref" "$T/$name"
   [ $kept = sum ] || continue # (blocks of one: the tree over micro-batches)
+  want=$($MT_BIN train $model $lay --plan-ranks | awk '{print $7}' | tr '\n' ' ')
   paste <(grads "$T/$name.jsonl" | tr ' ' '\n') <(params "$T/$name.jsonl" | tr ' ' '\n') | grep . \
-    | awk '$1 != 2 * $2 { bad++ } END { exit bad > 0 }' && pass \
-    || fail "$lay: grads $(grads "$T/$name.jsonl")are not 2x params $(params "$T/$name.jsonl")"
+    | awk -v u=$((4 * (12 * 64 * 64 + 13 * 64))) '$1 > 2 * $2 || ($1 == 2 * $2 && $2 != u) { bad++ } END { exit bad > 0 }' \
+    && [ "$want" = "$(grads "$T/$name.jsonl")" ] && pass \
+    || fail "$lay: grads $(grads "$T/$name.jsonl")not below 2x params $(params "$T/$name.jsonl")or not the plan's $want"
 done
 # memory: K = 8 holds 1 + log2 8 copies and a micro-batch's embedding rows (16 tokens x 32
 # floats); K = 1 the sum, the leaf buffer unit by unit (the embedding unit and the largest

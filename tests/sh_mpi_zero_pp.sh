@@ -9,7 +9,8 @@
 #    dp 4 x pp 2 sharded in copies of 2 (hybrid sharding), FSDP with 6 micro-batches per
 #    copy (not a power of two: contiguous runs, at the default K = dp), and the three-way
 #    dp 2 x tp 2 x pp 2 FSDP with sequence parallelism against one rank's --tp-blocks 2
-#    (with the tp replica check);
+#    (with the tp replica check), and dp 2 x tp 2 x pp 2 ZeRO-1 in contiguous runs (the
+#    leaf buffer unit by unit);
 #  - memory by formula on the first stage (C 32, T 16, V 256, 4 layers, 2 stages, S 2,
 #    units padded to S x 512 floats): ZeRO-2's gradient is one leaf buffer of the stage
 #    plus (1 + ceil(log2 M)) shards, FSDP's parameters a shard plus the unit slots;
@@ -53,6 +54,13 @@ train three $pipe --dp 2 --tp 2 --pp 2 --zero 3 --sequence-parallel --schedule z
 same_run "dp 2 x tp 2 x pp 2 FSDP --sequence-parallel zb" "$T/ref2" "$T/three"
 grep -q "every replicated tensor (parameters and moments) is identical on the 2 tp ranks" "$T/three.out" && pass \
   || fail "three-way FSDP: no identity of the replicated tensors: $(tail -3 "$T/three.out")"
+# contiguous runs (the default order, one block per copy): a block's later leaves go through
+# the pipeline's unit-sized leaf buffer, whose padding between tensors (ZeRO's norm blocks
+# under tensor parallelism) must stay zero from unit to unit
+runs=${pipe/--accum-blocks 0/}
+train ref2a $runs --tp-blocks 2 --accum-blocks 2
+train tpz1 $runs --dp 2 --tp 2 --pp 2 --zero 1
+same_run "dp 2 x tp 2 x pp 2 ZeRO-1, contiguous runs" "$T/ref2a" "$T/tpz1"
 
 # ---- memory of the first stage by formula ----
 # blocks 0-1 and the embedding on stage 0: the embedding unit 256 x 32 + 16 x 32 floats, a

@@ -127,8 +127,10 @@ typedef struct {
     int64_t max_blocks;                 /* most norm blocks any rank owns */
     MtTreeStep *plan, *ltr;
     int nplan;
-    float *gbuf[MT_MAX_TREE + 1];       /* 0: tr->grads, d + 1: tree temporary d */
+    float *gbuf[MT_MAX_TREE + 1];       /* 0: tr->grads, d + 1: tree temporary d (the leaf buffer: NULL when unit by unit) */
     int ngbuf;
+    float *ubuf;                        /* the leaf buffer unit by unit: the rank's largest unit (NULL: whole) */
+    int apart;                          /* the leaf being computed goes through ubuf */
     MtActs scratch;
     MtWeights w;                        /* views of this rank's parameters (wte: the replica on the last rank) */
     /* transfers */

@@ -53,11 +53,13 @@ static inline PipeHead pipe_head(const MtTrainConfig *tc, const MtPipeOptions *o
     return fk < nh * VC ? keep : slots;
 }
 static inline int64_t erows(const MtPipe *p) { return (int64_t)p->tr->tc.micro * p->tr->tc.seq * p->tr->tc.cfg.C; }
-/* Whether the first rank's block of embedding rows (cap x C <= its wte) lives in its leaf
- * buffer's wte span, which no leaf of the first stage writes (its wte gradient comes whole
- * from the last rank): blocks of several micro-batches without round-robin, where that
- * buffer exists; else the rows are allocated (at most a micro-batch's tokens x C). */
-static inline int pipe_lends_esum(int blk, int round_robin) { return blk > 1 && !round_robin; }
+/* Whether the rank's leaf buffer (a block's later leaves, --accum-blocks with blocks of
+ * several micro-batches) is unit by unit: each unit's gradient in one buffer of the largest
+ * unit, added to the block's sum as the unit finishes (the trainer's way), instead of a
+ * whole stage's; not on round-robin ranks (no leaf buffer) nor where the test hook's
+ * left-to-right order takes the leaf buffer as its sum.  The floats of that buffer. */
+int pipe_leaf_units(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank);
+int64_t pipe_leaf_unit_floats(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank);
 /* the step's host tokens of micro-batch mb (what an embedding sum is indexed with) */
 static inline const int32_t *host_tokens_of(const MtPipe *p, int mb)
 {

@@ -10,8 +10,9 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
 {
     int64_t ulo[MT_MAX_UNITS], uhi[MT_MAX_UNITS], VC = mt_trainer_spans(tc, ulo, uhi);
     int ngbuf = 1 + mt_tree_temps_blocks(o->M, mt_accum_block_size(tc)), S = zero_S(o), rrm = o->mb_stride > 1;
-    if (!rrm) /* the tree's temporaries (round-robin: on shards, below) */
-        bytes[MT_MEM_GRADS] += 4 * (int64_t)(ngbuf - 1) * tc->grads_len;
+    int64_t ulen = pipe_leaf_unit_floats(tc, o, P, rank);
+    if (!rrm) /* the tree's temporaries (round-robin: on shards, below), the leaf buffer whole or unit by unit */
+        bytes[MT_MEM_GRADS] += 4 * ((int64_t)(ngbuf - 1 - (ulen > 0)) * tc->grads_len + ulen);
     MtSchedule s = {o->kind, P, o->M, o->V};
     MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
     MT_ASSERT(list, "out of memory");
@@ -34,7 +35,7 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
         bytes[MT_MEM_ACTS] += 4 * (int64_t)sets * (mt_acts_floats_shape(cfg, tc->micro, tc->seq, tc->threads, &sh) + stash);
     }
     free(list);
-    if (rank == 0 && !pipe_lends_esum(B, rrm)) /* the block's embedding rows, where the leaf buffer does not lend them */
+    if (rank == 0) /* the block's embedding rows */
         bytes[MT_MEM_GRADS] += 4 * mt_trainer_esum_block_floats(tc);
     if (rank == P - 1) { /* the wte replica, its moments, its tree over the blocks, their head sums (or operands) */
         PipeHead hd = pipe_head(tc, o, VC, nh);

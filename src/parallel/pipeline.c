@@ -154,12 +154,18 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
     MT_ASSERT(ts->leaf == mb, "stage %d: gradient of micro-batch %d out of order (tree expects %d)", ch->stage, mb,
               ts->leaf);
     float *g = rr(p) ? tr->grads : p->gbuf[ts->buf]; /* round-robin: the leaf buffer, reduced at leaf_end */
-    if (ch->embed) /* wpe adds its rows (wte comes whole from the last rank); the rest is assigned */
-        mt_be()->zero(g + ch->loff + ch->skip, tr->unit_hi[0] - ch->lo - ch->skip);
-    int uf, ul;
-    pipe_units(p, ch, &uf, &ul);
-    for (int u = uf; u <= ul; u++)
-        mt_weights_view_unit(cfg, tr->table, tr->nparams, u, g + ch->loff + (tr->unit_lo[u] - ch->lo), gv);
+    p->apart = p->ubuf && !rr(p) && ts->buf == p->ngbuf - 1; /* the leaf buffer unit by unit: unit_begin */
+    if (p->apart)
+        MT_ASSERT(ch->plan[ch->tstep + 1].leaf == -1 && ch->plan[ch->tstep + 1].src == ts->buf,
+                  "stage %d: a leaf computed apart is not added next", ch->stage);
+    else {
+        if (ch->embed) /* wpe adds its rows (wte comes whole from the last rank); the rest is assigned */
+            mt_be()->zero(g + ch->loff + ch->skip, tr->unit_hi[0] - ch->lo - ch->skip);
+        int uf, ul;
+        pipe_units(p, ch, &uf, &ul);
+        for (int u = uf; u <= ul; u++)
+            mt_weights_view_unit(cfg, tr->table, tr->nparams, u, g + ch->loff + (tr->unit_lo[u] - ch->lo), gv);
+    }
     gv->fresh = 1;
     gv->esum = NULL; /* the first rank adds its rows itself (pipe_embed_index) */
     if (ch->head)
@@ -167,13 +173,40 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
     return g;
 }
 
+/* Where the leaf is computed apart: unit u's gradient views on the unit buffer (wpe alone
+ * for the embedding), zeroed first (wpe adds its rows; the padding, after a unit's end and
+ * with ZeRO over tensor parallelism between its tensors, stays 0), and at its end the
+ * plan's add of the leaf into the block's sum on the unit's span, as the trainer does. */
+static void unit_begin(MtPipe *p, const MtPipeChunk *ch, int u, MtWeights *gv)
+{
+    if (!p->apart)
+        return;
+    const MtTrainer *tr = p->tr;
+    int64_t lo = tr->unit_lo[u] + (u == 0 ? ch->skip : 0);
+    mt_be()->zero(p->ubuf, tr->unit_hi[u] - lo);
+    if (u == 0)
+        gv->wpe = p->ubuf + (tr->table[1].offset - lo);
+    else
+        mt_weights_view_unit(&tr->tc.cfg, tr->table, tr->nparams, u, p->ubuf, gv);
+}
+
+static void unit_end(MtPipe *p, const MtPipeChunk *ch, int u)
+{
+    if (!p->apart)
+        return;
+    const MtTrainer *tr = p->tr;
+    int64_t lo = tr->unit_lo[u] + (u == 0 ? ch->skip : 0);
+    mt_be()->add(p->gbuf[ch->plan[ch->tstep + 1].buf] + ch->loff + (lo - ch->lo), p->ubuf, tr->unit_hi[u] - lo);
+}
+
 static void leaf_end(MtPipe *p, MtPipeChunk *ch, int mb)
 {
     if (ch->head && !p->defer)
         pipe_head_end(p, mb);
-    if (!rr(p))
-        ch->tstep = mt_accum_adds(ch->plan, p->nplan, ch->tstep, p->gbuf, ch->loff + ch->skip, ch->hi - ch->lo - ch->skip,
-                                  NULL);
+    if (!rr(p)) /* apart: the leaf's add ran unit by unit, the steps after it run here */
+        ch->tstep = mt_accum_adds(ch->plan, p->nplan, ch->tstep + p->apart, p->gbuf, ch->loff + ch->skip,
+                                  ch->hi - ch->lo - ch->skip, NULL);
+    p->apart = 0;
     MtPipeChunk *po = &p->ch[ch->pool];
     po->freelist[po->nfree++] = ch->slot[mb];
 }
@@ -217,7 +250,9 @@ static void backward(MtPipe *p, const MtAction *a, int split)
     } else if (split)
         mt_model_head_backward_input(cfg, &p->w, s, xh, stash(p, ch, slot, STASH_HEAD));
     else {
+        unit_begin(p, ch, cfg->L + 1, &gv);
         mt_model_head_backward(cfg, &p->w, &gv, s, xh);
+        unit_end(p, ch, cfg->L + 1);
         if (p->defer)
             pipe_keep_head(p, s, a->mb);
     }
@@ -226,8 +261,11 @@ static void backward(MtPipe *p, const MtAction *a, int split)
         pipe_params_need(p, l + 1, l > ch->l0 ? l : -1);
         if (split)
             mt_model_block_backward_input(cfg, &p->w, s, l, block_input(ch, s, l), stash(p, ch, slot, l));
-        else
+        else {
+            unit_begin(p, ch, l + 1, &gv);
             mt_model_block_backward(cfg, &p->w, &gv, s, l, block_input(ch, s, l));
+            unit_end(p, ch, l + 1);
+        }
         progress(p);
     }
     if (ch->embed && split) { /* every row (gathered over tp with sequence parallelism): W's wpe, the block's sum */
@@ -237,7 +275,9 @@ static void backward(MtPipe *p, const MtAction *a, int split)
         mt_embsum_add(&p->esum, d);
     } else if (ch->embed) { /* wpe here; the token rows into the block's sum, for the last rank (SEND_E) */
         pipe_embed_index(p, a->mb);
+        unit_begin(p, ch, 0, &gv);
         mt_model_embed_backward(cfg, NULL, gv.wpe, s, tokens_of(p, a->mb), &p->esum);
+        unit_end(p, ch, 0);
     }
     if (!split)
         leaf_end(p, ch, a->mb);
@@ -257,19 +297,26 @@ static void weights(MtPipe *p, const MtAction *a)
     leaf_begin(p, ch, a->mb, &gv);
     double t0 = mt_comm_clock(p->c);
     if (ch->head) {
+        unit_begin(p, ch, tc->cfg.L + 1, &gv);
         mt_model_head_backward_weight(&tc->cfg, &gv, s, chunk_out(ch, s), stash(p, ch, slot, STASH_HEAD));
+        unit_end(p, ch, tc->cfg.L + 1);
         if (p->defer)
             pipe_keep_head(p, s, a->mb);
     }
     progress(p);
     for (int l = ch->l1 - 1; l >= ch->l0; l--) {
         pipe_params_need(p, l + 1, l > ch->l0 ? l : -1); /* recomputation runs the block's forward */
+        unit_begin(p, ch, l + 1, &gv);
         mt_model_block_backward_weight(&tc->cfg, &p->w, &gv, s, l, block_input(ch, s, l), stash(p, ch, slot, l));
+        unit_end(p, ch, l + 1);
         progress(p);
     }
-    if (ch->embed)
+    if (ch->embed) {
+        unit_begin(p, ch, 0, &gv);
         mt_be()->encoder_backward(NULL, gv.wpe, stash(p, ch, slot, STASH_EMBED), tokens_of(p, a->mb), tc->micro, tc->seq,
-                            tc->cfg.C);
+                                  tc->cfg.C);
+        unit_end(p, ch, 0);
+    }
     leaf_end(p, ch, a->mb);
     busy(p, t0, MT_ACT_W, a);
     pipe_leaf_reduce(p, ch);
