@@ -32,7 +32,9 @@
 # pp 2 with 8 chunks, dp 2 x tp 2 and dp 2 x pp 2 zb at --accum-blocks 2, FSDP dp 2 at K = 2,
 # FSDP over pp 2 zb2 with attention recomputation, 1F1B-I's cut (interleaved, the end chunks
 # holding the embedding and the head alone), and two refused: a layout that cannot be (16 stages of 8 layers) and ZeRO with 8 blocks
-# over 2 tp ranks.  MT_BIN (default build/meshtrain) and MT_DIFF (build/prog_stdiff) name
+# over 2 tp ranks; and three of an untied head (--untie-embeddings: ZeRO-1 zb2 three-way, FSDP
+# over pp 2 zb at --accum-blocks 2, ZeRO-1 dp 2 x tp 2, whose padding between tensors once
+# held another unit's gradient).  MT_EQ_UNTIE=1 runs every row on the untied model.  MT_BIN (default build/meshtrain) and MT_DIFF (build/prog_stdiff) name
 # the binaries.  MT_EQ_GREP=PATTERN runs only the layouts whose flags match it (grep -E).
 # Test hooks: MT_EQ_MUTATE runs the layouts (not the references) through MT_TEST_BIN, the
 # command with its hooks, with a wrong order the matrix must report: 1 (or tp) tensor
@@ -71,10 +73,12 @@ plan_ok() {
   [ $r -gt 0 ]
 }
 
-# ref K A: the one-rank reference with --tp-blocks K (0: none) and --accum-blocks A, made once
+# ref K A [u]: the one-rank reference with --tp-blocks K (0: none) and --accum-blocks A (u:
+# of the untied model, --untie-embeddings), made once
 ref() {
-  local r=ref${1}a$2 kflag=""
+  local r=ref${1}a$2${3:-} kflag=""
   [ $1 -gt 0 ] && kflag="--tp-blocks $1"
+  [ "${3:-}" = u ] && kflag="$kflag --untie-embeddings"
   [ -d "$W/$r" ] || $MT_BIN train $model $kflag --accum-blocks $2 --save "$W/$r" --log-json "$W/$r.jsonl" \
     > "$W/$r.out" 2>&1 || { echo "equivalence: the one-rank reference $r failed: $(tail -2 "$W/$r.out")" >&2; exit 1; }
   echo $r
@@ -93,10 +97,11 @@ printf '%-84s %5s %3s %3s  %s\n' layout ranks K A result
 row() { # [K8] flags...: one layout against its reference (K8: --tp-blocks 8 under ZeRO too)
   local k8=0
   [ "$1" = K8 ] && { k8=1; shift; }
-  local flags="$*" k=8 dp=1 tp=1 pp=1 zero=0
+  local flags="$*${MT_EQ_UNTIE:+ --untie-embeddings}" k=8 dp=1 tp=1 pp=1 zero=0 u="" 
   [ -n "${MT_EQ_GREP:-}" ] && ! echo "$flags" | grep -qE -- "$MT_EQ_GREP" && return
+  set -- $flags
   while [ $# -gt 0 ]; do
-    case $1 in --dp) dp=$2 ;; --tp) tp=$2 ;; --pp) pp=$2 ;; --zero) zero=$2 ;; esac
+    case $1 in --dp) dp=$2 ;; --tp) tp=$2 ;; --pp) pp=$2 ;; --zero) zero=$2 ;; --untie-embeddings) u=u ;; esac
     shift
   done
   [ $zero -gt 0 ] && [ $k8 = 0 ] && k=$([ $tp -gt 1 ] && echo $tp || echo 0)
@@ -109,7 +114,7 @@ row() { # [K8] flags...: one layout against its reference (K8: --tp-blocks 8 und
     $MT_BIN train $model $flags $kflag --save "$W/run" --log-json "$W/run.jsonl" > "$W/run.out" 2>&1 || rc=$?
   fi
   local acc=$(grep -o '"accum_blocks": [0-9]*' "$W/run/trainer_state.json" 2>/dev/null | cut -d' ' -f2)
-  if [ $rc -eq 0 ] && [ -n "$acc" ]; then r=$(ref $k $acc) || exit 1; fi
+  if [ $rc -eq 0 ] && [ -n "$acc" ]; then r=$(ref $k $acc $u) || exit 1; fi
   local dt=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   nrows=$((nrows + 1))
   if [ $rc -eq 2 ]; then
@@ -156,6 +161,9 @@ if [ $quick = 1 ]; then
   row --dp 2 --zero 3 --accum-blocks 2
   row --dp 2 --pp 2 --zero 3 --schedule zb2 --recompute attn
   row --pp 2 --schedule interleaved --virtual-stages 5 --stage-layers 0,1,1,1,1,1,1,1,1,0
+  row --dp 2 --tp 2 --pp 2 --zero 1 --schedule zb2 --untie-embeddings
+  row --dp 2 --pp 2 --zero 3 --schedule zb --accum-blocks 2 --untie-embeddings
+  row --dp 2 --tp 2 --zero 1 --untie-embeddings
 else
   rc_i=0
   for dp in 1 2 4 8; do for tp in 1 2 4 8; do for pp in 1 2 4 8; do
@@ -184,6 +192,22 @@ else
   row --pp 2 --schedule interleaved --virtual-stages 5 --stage-layers 0,1,1,1,1,1,1,1,1,0
   row --dp 2 --tp 2 --pp 2 --zero 3 --schedule zb2 --stage-layers 0,8 --sequence-parallel
   row --dp 2 --pp 4 --zero 1 --schedule zb --stage-layers 0,4,4,0 --recompute full
+  # the untied head (--untie-embeddings: lm_head.weight its own tensor) on each technique
+  # (MT_EQ_UNTIE=1 runs the whole matrix untied)
+  if [ -z "${MT_EQ_UNTIE:-}" ]; then
+    row --dp 2 --zero 2 --untie-embeddings
+    row --tp 4 --sequence-parallel --untie-embeddings
+    row --dp 2 --tp 2 --zero 3 --untie-embeddings
+    row --dp 2 --tp 2 --zero 1 --untie-embeddings
+    for s in 1f1b interleaved zb zb2; do
+      f="--pp 2 --schedule $s"
+      [ $s = interleaved ] && f="$f --virtual-stages 2"
+      row $f --untie-embeddings
+    done
+    row --dp 2 --pp 2 --zero 3 --schedule zb2 --recompute attn --untie-embeddings
+    row --dp 2 --tp 2 --pp 2 --zero 1 --schedule zb --accum-blocks 0 --untie-embeddings
+    row --tp 2 --pp 4 --schedule zb2 --stage-layers 0,4,4,0 --sequence-parallel --untie-embeddings
+  fi
   # the accumulation order per mesh (the rows above ran the default: K = 1 without dp,
   # PyTorch's order; K = dp with it; one block per micro-batch for ZeRO-2/3): K = M (one
   # block per micro-batch); over dp, ZeRO-1 at K = 2 dp and FSDP at K = dp (blocks of

@@ -28,6 +28,11 @@ expect_bad_input "a degree of zero" $MT_BIN train $ok --dp 0
 expect_bad_input "unknown schedule" $MT_BIN train $ok --schedule zigzag
 expect_bad_input "resume with model flags" $MT_BIN train --data "$T/data" --resume "$T/ckpt" --layers 3
 expect_bad_input "resume from nothing" $MT_BIN train --data "$T/data" --resume "$T/none"
+expect_bad_input "untie a tied checkpoint" $MT_BIN train --data "$T/data" --resume "$T/ckpt" --untie-embeddings
+cp -r "$T/ckpt" "$T/tiebad" && sed -i 's/"tie_word_embeddings": true/"tie_word_embeddings": "yes"/' "$T/tiebad/config.json"
+expect_bad_input "tie_word_embeddings not a boolean" $MT_BIN eval --ckpt "$T/tiebad" --data "$T/data/val.bin"
+cp -r "$T/ckpt" "$T/tienone" && sed -i 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$T/tienone/config.json"
+expect_bad_input "untied config without lm_head.weight" $MT_BIN eval --ckpt "$T/tienone" --data "$T/data/val.bin"
 expect_bad_input "prepare without --out" $MT_BIN prepare --input "$T/text.txt"
 expect_bad_input "prepare of a missing file" $MT_BIN prepare --input "$T/missing.txt" --out "$T/d2"
 expect_bad_input "eval without checkpoint" $MT_BIN eval --data "$T/data/val.bin"

@@ -486,9 +486,52 @@ static void stages(void)
           mt_schedule_kind("zigzag") < 0, "names");
 }
 
+/* An untied model's lists are the tied ones without the embedding's actions (SEND_E, RECV_E,
+ * E), and simulate to the same step at unit costs: for every schedule, P and M. */
+static void untied(void)
+{
+    int runs = 0;
+    for (int k = 0; k < MT_NSCHED; k++)
+        for (int P = 2; P <= 8; P++)
+            for (int M = 1; M <= 16; M++) {
+                MtSchedule t = {k, P, M, k == MT_SCHED_INTERLEAVED ? 2 : 1}, u = t;
+                u.untied = 1;
+                if (mt_schedule_check(&t) != MT_OK)
+                    continue;
+                Lists A, B;
+                build(&t, &A);
+                build(&u, &B);
+                const char *nm = mt_schedule_name(k);
+                for (int r = 0; r < P; r++) {
+                    int j = 0, ok = 1;
+                    for (int i = 0; i < A.n[r]; i++) {
+                        int e = A.l[r][i].kind >= MT_ACT_SEND_E;
+                        if (!e && (j >= B.n[r] || memcmp(&A.l[r][i], &B.l[r][j++], sizeof(MtAction)) != 0))
+                            ok = 0;
+                    }
+                    for (int i = 0; i < B.n[r]; i++)
+                        ok &= B.l[r][i].kind < MT_ACT_SEND_E;
+                    CHECK(ok && j == B.n[r], "%s P%d M%d rank %d: untied list is not the tied one less E", nm, P, M, r);
+                }
+                MtSimResult ra, rb;
+                MtStatus sa = mt_simulate(&t, A.l, A.n, (MtSimCosts){1, 1, 1}, &ra);
+                MtStatus sb = mt_simulate(&u, B.l, B.n, (MtSimCosts){1, 1, 1}, &rb);
+                CHECK(sa == MT_OK && sb == MT_OK, "%s P%d M%d: %s %s", nm, P, M, ra.error, rb.error);
+                CHECK(ra.makespan == rb.makespan && rb.peak_wte == 0, "%s P%d M%d: untied makespan %g vs %g, %d head sums",
+                      nm, P, M, rb.makespan, ra.makespan, rb.peak_wte);
+                mt_sim_free(&ra);
+                mt_sim_free(&rb);
+                drop(&t, &A);
+                drop(&u, &B);
+                runs++;
+            }
+    CHECK(runs > 300, "%d untied schedules checked", runs);
+}
+
 int main(void)
 {
     exhaustive();
+    untied();
     mutations();
     tree_plan();
     tree_plan_blocks();

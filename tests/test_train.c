@@ -5,7 +5,8 @@
  *  - the gradient norm and a whole training step give the same bits with 1 and 2 threads;
  *  - accumulation blocks (--accum-blocks) sum each block left to right, the blocks as the tree;
  *  - the validation loss has the same bits whatever the micro-batch size and however the
- *    windows are shared among ranks (mt_eval_share), and is the mean token loss. */
+ *    windows are shared among ranks (mt_eval_share), and is the mean token loss;
+ *  - an untied head started from wte gives the tied model's gradients (wte's split in two). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,6 +391,54 @@ static void test_eval_layout_free(void)
     free(data.tok);
 }
 
+/* An untied head (--untie-embeddings) whose lm_head starts equal to wte computes what the
+ * tied model does: the same loss and, bit for bit, the same gradient of every tensor, the
+ * tied wte's being the sum of the untied wte's (the embedding rows) and lm_head's (the
+ * head's part) when the step is one accumulation block (the tied sum is the block's head
+ * parts, then its rows: with more blocks the two are grouped otherwise); the table gains
+ * lm_head.weight (V, C) as the head unit's last tensor. */
+static void test_untied_head(int micro)
+{
+    MtTrainConfig a = small_config(6, micro), b = small_config(6, micro);
+    a.accum_blocks = b.accum_blocks = 1; /* one block: wte's is its head part, then its rows (mt_accum.h) */
+    b.cfg.untied = 1;
+    CHECK(mt_param_count(&b.cfg) == mt_param_count(&a.cfg) + 1, "untied: one tensor more");
+    MtTrainer tt, tu;
+    CHECK(mt_trainer_init(&tt, &a) == MT_OK && mt_trainer_init(&tu, &b) == MT_OK, "init");
+    const MtParam *head = &tu.table[tu.nparams - 1], *wte = &tu.table[0];
+    CHECK(strcmp(head->name, "lm_head.weight") == 0 && head->unit == b.cfg.L + 1 && head->ndim == 2 &&
+          head->shape[0] == b.cfg.V && head->shape[1] == b.cfg.C && head->decay, "lm_head.weight: the head's (V, C)");
+    CHECK(memcmp(tu.params + head->offset, tu.params + wte->offset, sizeof(float) * (size_t)wte->numel) != 0,
+          "lm_head is initialised apart from wte");
+    memcpy(tu.params + head->offset, tu.params + wte->offset, sizeof(float) * (size_t)wte->numel);
+    fill_batch(&tt);
+    fill_batch(&tu);
+    float lt = mt_trainer_forward_backward(&tt), lu = mt_trainer_forward_backward(&tu);
+    CHECK(lt == lu, "loss: tied %.9g, untied from wte %.9g", lt, lu);
+    int same = 0;
+    for (int q = 0; q < tt.nparams; q++) {
+        const MtParam *x = &tt.table[q], *y = &tu.table[q];
+        CHECK(strcmp(x->name, y->name) == 0, "table %d: %s vs %s", q, x->name, y->name);
+        if (q == 0)
+            continue;
+        same += memcmp(tt.grads + x->offset, tu.grads + y->offset, sizeof(float) * (size_t)x->numel) == 0;
+    }
+    CHECK(same == tt.nparams - 1, "%d of %d tensors other than wte have the tied model's gradient", same,
+          tt.nparams - 1);
+    int64_t bad = 0, rows = 0;
+    for (int64_t i = 0; i < wte->numel; i++) {
+        float sum = tu.grads[head->offset + i] + tu.grads[wte->offset + i];
+        bad += memcmp(&sum, &tt.grads[i], sizeof sum) != 0;
+        rows += tu.grads[wte->offset + i] != 0.0f;
+    }
+    CHECK(bad == 0, "tied wte gradient != untied wte + lm_head in %lld of %lld elements", (long long)bad,
+          (long long)wte->numel);
+    CHECK(rows > 0 && rows < wte->numel, "the untied wte gradient holds the embedding rows only (%lld nonzero)",
+          (long long)rows);
+    mt_trainer_free(&tt);
+    mt_trainer_free(&tu);
+}
+
 int main(void)
 {
     mt_gemm_setup(2);
@@ -403,5 +452,7 @@ int main(void)
     test_eval_layout_free();
     test_embsum();
     test_accum_blocks();
+    test_untied_head(6);
+    test_untied_head(2);
     return mt_test_done("test_train");
 }

@@ -14,7 +14,7 @@
 
 typedef struct {
     const char *model, *cluster, *precision, *attention, *schedule, *recompute, *svg, *data, *stage_layers, *calibration;
-    int layers, heads, dim, seq_len, vocab, batch, nodes, devices, top, json, explain, all;
+    int layers, heads, dim, seq_len, vocab, batch, nodes, devices, top, json, explain, all, untie;
     int dp, tp, pp, zero, shard, vstages, micro, seqpar, no_seqpar, accum_blocks;
 } PlanArgs;
 
@@ -148,7 +148,7 @@ static MtStatus draw(const MtPlanModel *m, const MtCluster *cl, const MtPlanEntr
     MT_TRY(mt_plan_stage_costs(m, l, cl, stage));
     for (int i = 0; i < 3 * S; i++)
         stage[i] *= 1e3;
-    MtSchedule s = {l->sched, P, Md, V};
+    MtSchedule s = {l->sched, P, Md, V, m->cfg.untied};
     MtAction *lists[MT_MAX_STAGES];
     int n[MT_MAX_STAGES], cap = mt_schedule_max_actions(&s);
     for (int r = 0; r < P; r++) {
@@ -200,6 +200,7 @@ int mt_cmd_plan(int argc, char **argv)
         {"dim", FLAG_INT, &a.dim, "model width"},
         {"seq-len", FLAG_INT, &a.seq_len, "tokens per sequence"},
         {"vocab", FLAG_INT, &a.vocab, "vocabulary size"},
+        {"untie-embeddings", FLAG_BOOL, &a.untie, "the LM head has its own weight (train's --untie-embeddings)"},
         {"batch-size", FLAG_INT, &a.batch, "sequences per optimizer step, over all devices"},
         {"cluster", FLAG_STR, &a.cluster, "a built-in cluster (a100-80g, h100-80g), this-machine (measured: "
          "--calibration, or meshtrain calibrate run first) or a cluster file (JSON, docs/planner.md)", "NAME|FILE"},
@@ -262,7 +263,7 @@ int mt_cmd_plan(int argc, char **argv)
         a.layers = gpt2_sizes[k].L, a.heads = gpt2_sizes[k].NH, a.dim = gpt2_sizes[k].C;
     } else if (!a.layers || !a.heads || !a.dim)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain plan: give --model or all of --layers, --heads and --dim"));
-    m.cfg = (MtConfig){.V = a.vocab, .T = a.seq_len, .L = a.layers, .NH = a.heads, .C = a.dim};
+    m.cfg = (MtConfig){.V = a.vocab, .T = a.seq_len, .L = a.layers, .NH = a.heads, .C = a.dim, .untied = a.untie};
     MtStatus s = mt_config_check(&m.cfg);
     if (s != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain plan"));

@@ -24,7 +24,7 @@
 #include "mt_train.h"
 
 typedef struct {
-    int layers, heads, dim, seq_len, vocab, ctx;
+    int layers, heads, dim, seq_len, vocab, ctx, untie;
     const char *data, *save, *resume, *log_json, *trace, *calibration;
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
@@ -281,7 +281,7 @@ static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConf
         a->vocab = (int)v;
     }
     tc->cfg = (MtConfig){.V = a->vocab, .T = a->ctx ? a->ctx : a->seq_len, .L = a->layers, .NH = a->heads,
-                         .C = a->dim};
+                         .C = a->dim, .untied = a->untie};
     if (a->resume) {
         if ((s = mt_ckpt_read_config(a->resume, &tc->cfg)) != MT_OK ||
             (s = mt_ckpt_read_state(a->resume, rs)) != MT_OK)
@@ -291,6 +291,9 @@ static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConf
         const char *keys[] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
         int given[] = {a->layers, a->heads, a->dim, a->vocab, a->ctx};
         int saved[] = {tc->cfg.L, tc->cfg.NH, tc->cfg.C, tc->cfg.V, tc->cfg.T};
+        if (a->untie && !tc->cfg.untied)
+            return mt_error(MT_EINPUT, "meshtrain train: --untie-embeddings conflicts with the checkpoint's tied "
+                            "head (%s/config.json: tie_word_embeddings true); drop the flag", a->resume);
         for (int i = 0; i < 5; i++)
             if (mt_flag_find(flags, nflags, model_flags[i])->set && given[i] != saved[i])
                 return mt_error(MT_EINPUT, "meshtrain train: --%s %d conflicts with the checkpoint's %s %d "
@@ -481,6 +484,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"seq-len", FLAG_INT, &a.seq_len, "training sequence length T"},
         {"context", FLAG_INT, &a.ctx, "context length n_positions, >= --seq-len (0: --seq-len)"},
         {"vocab", FLAG_INT, &a.vocab, "vocabulary size, at least the data's (0: the data's: train.bin's header)"},
+        {"untie-embeddings", FLAG_BOOL, &a.untie, "the LM head gets its own weight (lm_head.weight) instead of "
+         "reusing wte, as Megatron's --untie-embeddings-and-output-weights (a resumed run keeps its checkpoint's)"},
         {"data", FLAG_STR, &a.data, "directory with train.bin (and val.bin for the validation loss): meshtrain prepare",
          "DIR", 1},
         {"batch-size", FLAG_INT, &a.batch, "sequences per optimizer step, over all ranks (global)"},

@@ -142,11 +142,12 @@ static MtStatus write_config(const char *tmp, const MtConfig *cfg, const char *t
                   "{\n  \"model_type\": \"gpt2\",\n  \"architectures\": [\"GPT2LMHeadModel\"],\n"
                   "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"n_positions\": %d,\n"
                   "  \"n_ctx\": %d,\n  \"vocab_size\": %d,\n  \"layer_norm_epsilon\": 1e-05,\n"
-                  "  \"activation_function\": \"gelu_new\",\n  \"tie_word_embeddings\": true,\n"
+                  "  \"activation_function\": \"gelu_new\",\n  \"tie_word_embeddings\": %s,\n"
                   "  \"n_inner\": null,\n  \"torch_dtype\": \"float32\",\n"
                   "  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n"
                   "  \"meshtrain_tokenizer\": \"%s\"\n}\n",
-                  cfg->L, cfg->NH, cfg->C, cfg->T, cfg->T, cfg->V, eot, eot, tokenizer ? "bpe" : "bytes");
+                  cfg->L, cfg->NH, cfg->C, cfg->T, cfg->T, cfg->V, cfg->untied ? "false" : "true", eot, eot,
+                  tokenizer ? "bpe" : "bytes");
     snprintf(path, sizeof path, "%s/config.json", tmp);
     MtStatus s = write_text(path, &b);
     mt_buf_free(&b);
@@ -191,9 +192,14 @@ MtStatus mt_ckpt_read_config(const char *dir, MtConfig *cfg)
     if (s == MT_OK) s = get_int(j, "n_embd", path, 1, 65536, &C);
     if (s == MT_OK) s = get_int(j, "n_positions", path, 1, 65536, &T);
     if (s == MT_OK) s = get_int(j, "vocab_size", path, 2, 1 << 24, &V);
+    /* Hugging Face's default is tied; false: lm_head.weight is a tensor of its own */
+    const MtJson *tie = mt_json_get(j, "tie_word_embeddings");
+    if (s == MT_OK && tie && mt_json_type(tie) != MT_JSON_BOOL)
+        s = mt_error(MT_EINPUT, "%s: tie_word_embeddings must be true or false", path);
+    int untied = tie && !mt_json_bool(tie);
     mt_json_free(j);
     MT_TRY(s);
-    *cfg = (MtConfig){.V = (int)V, .T = (int)T, .L = (int)L, .NH = (int)NH, .C = (int)C};
+    *cfg = (MtConfig){.V = (int)V, .T = (int)T, .L = (int)L, .NH = (int)NH, .C = (int)C, .untied = untied};
     s = mt_config_check(cfg);
     return s == MT_OK ? s : mt_error_prefix(s, "%s", path);
 }

@@ -25,7 +25,7 @@ MtStatus mt_config_check(const MtConfig *c)
     return MT_OK;
 }
 
-int mt_param_count(const MtConfig *cfg) { return 4 + 12 * cfg->L; }
+int mt_param_count(const MtConfig *cfg) { return 4 + 12 * cfg->L + (cfg->untied != 0); }
 
 /* name: len characters and its NUL (LIT: a literal and its length) */
 #define LIT(s) s, sizeof s - 1
@@ -82,6 +82,8 @@ int64_t mt_param_table_aligned(const MtConfig *cfg, MtParam *t, int64_t align)
     }
     add(t, &i, &off, LIT("transformer.ln_f.weight"), 1, C, 0, cfg->L + 1, 0, 0);
     add(t, &i, &off, LIT("transformer.ln_f.bias"), 1, C, 0, cfg->L + 1, 0, 0);
+    if (cfg->untied)
+        add(t, &i, &off, LIT("lm_head.weight"), 2, cfg->V, C, cfg->L + 1, 1, 0);
     pad_unit(&off, align);
     return off;
 }
@@ -112,6 +114,7 @@ void mt_weights_view(const MtConfig *cfg, const MtParam *t, float *base, MtWeigh
     }
     w->lnfw = base + t[i++].offset;
     w->lnfb = base + t[i++].offset;
+    w->lmw = cfg->untied ? base + t[i++].offset : NULL;
     w->fresh = 0;
     w->esum = NULL;
 }
@@ -135,6 +138,7 @@ void mt_weights_view_unit(const MtConfig *cfg, const MtParam *t, int nparams, in
     } else {
         w->lnfw = AT(2 + 12 * cfg->L);
         w->lnfb = AT(3 + 12 * cfg->L);
+        w->lmw = cfg->untied ? AT(4 + 12 * cfg->L) : NULL;
     }
 #undef AT
 }
@@ -414,6 +418,18 @@ static void hook(const MtUnitHooks *h, MtUnitEvent ev, int unit)
         h->fn(h->ctx, ev, unit);
 }
 
+void mt_model_head_dweight(const MtConfig *cfg, const MtWeights *g, int N, int Vl, const float *dlogits,
+                           const float *lnf)
+{
+    float *dw = mt_head_weight(cfg, g);
+    if (!dw) /* NULL: later (mt_model_head_dwte) */
+        return;
+    if (cfg->untied && g->fresh) /* the head unit's own tensor, assigned as the others: from zero */
+        mt_be()->zero(dw, (int64_t)Vl * cfg->C);
+    mt_model_head_dwte_rows(cfg, N, Vl, dlogits, lnf, dw);
+}
+#define head_dweight mt_model_head_dweight
+
 void mt_model_embed_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens)
 {
     if (a->tp) {
@@ -437,7 +453,7 @@ double mt_model_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a,
     int N = a->B * a->T, C = cfg->C;
     mt_be()->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, N, C);
     POLL(a);
-    mt_model_head_logits(cfg, N, cfg->V, a->lnf, w->wte, a->logits); /* (N,V) = lnf @ wte^T (tied head) */
+    mt_model_head_logits(cfg, N, cfg->V, a->lnf, mt_head_weight(cfg, w), a->logits); /* (N,V) = lnf @ wte^T (tied) */
     POLL(a);
     return mt_be()->crossentropy_fused(a->logits, a->losses, targets, N, cfg->V, dscale);
 }
@@ -451,10 +467,9 @@ void mt_model_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWei
     }
     int N = a->B * a->T, C = cfg->C;
     /* dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte */
-    if (g->wte) /* NULL: later (mt_model_head_dwte) */
-        mt_model_head_dwte_rows(cfg, N, cfg->V, a->logits, a->lnf, g->wte);
+    head_dweight(cfg, g, N, cfg->V, a->logits, a->lnf);
     POLL(a);
-    mt_be()->gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, a->dln, C, 0);
+    mt_be()->gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, mt_head_weight(cfg, w), C, 0.0f, a->dln, C, 0);
     POLL(a);
     mt_be()->zero(a->dres, (int64_t)N * C);
     mt_be()->layernorm_backward(a->dres, g->lnfw, g->lnfb, a->dln, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
@@ -568,7 +583,7 @@ void mt_model_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtAct
         return;
     }
     int N = a->B * a->T, C = cfg->C;
-    mt_be()->gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, w->wte, C, 0.0f, stash, C, 0); /* dlnf, kept for W */
+    mt_be()->gemm(0, 0, N, C, cfg->V, 1.0f, a->logits, cfg->V, mt_head_weight(cfg, w), C, 0.0f, stash, C, 0); /* dlnf, kept for W */
     mt_be()->zero(a->dres, (int64_t)N * C);
     mt_be()->layernorm_backward(a->dres, NULL, NULL, stash, x, w->lnfw, a->lnf_mean, a->lnf_rstd, N, C, 1);
 }
@@ -581,8 +596,7 @@ void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, cons
         return;
     }
     int N = a->B * a->T, C = cfg->C;
-    if (g->wte) /* NULL: later (mt_model_head_dwte) */
-        mt_model_head_dwte_rows(cfg, N, cfg->V, a->logits, a->lnf, g->wte);
+    head_dweight(cfg, g, N, cfg->V, a->logits, a->lnf);
     mt_be()->layernorm_backward(NULL, g->lnfw, g->lnfb, stash, x, NULL, a->lnf_mean, a->lnf_rstd, N, C, !g->fresh);
 }
 
@@ -692,6 +706,8 @@ double mt_model_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, cons
     int L = cfg->L;
     hook(h, MT_PARAMS_NEED, 0); /* kept until the tied head has run */
     mt_model_embed_forward(cfg, w, a, tokens);
+    if (cfg->untied && dscale != 0.0f) /* the head has its own weight */
+        hook(h, MT_PARAMS_DONE, 0);
     const float *x = a->encoded;
     for (int l = 0; l < L; l++) {
         hook(h, MT_PARAMS_NEED, l + 1);
@@ -714,9 +730,11 @@ void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights 
     int L = cfg->L;
     hook(h, MT_BACKWARD_BEGIN, L + 1);
     hook(h, MT_GRADS_NEED, L + 1);
-    hook(h, MT_GRADS_NEED, 0);
+    if (!cfg->untied) /* the tied head adds into wte's gradient */
+        hook(h, MT_GRADS_NEED, 0);
     mt_model_head_backward(cfg, w, g, a, L > 0 ? a->res3[L - 1] : a->encoded);
-    hook(h, MT_PARAMS_DONE, 0); /* the encoder's backward needs no parameters */
+    if (!cfg->untied)
+        hook(h, MT_PARAMS_DONE, 0); /* the encoder's backward needs no parameters */
     hook(h, MT_PARAMS_DONE, L + 1);
     hook(h, MT_GRADS_DONE, L + 1);
     for (int l = L - 1; l >= 0; l--) {
@@ -726,6 +744,8 @@ void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights 
         hook(h, MT_PARAMS_DONE, l + 1);
         hook(h, MT_GRADS_DONE, l + 1);
     }
+    if (cfg->untied)
+        hook(h, MT_GRADS_NEED, 0);
     mt_model_embed_backward(cfg, g->wte, g->wpe, a, tokens, g->esum);
     if (g->esum && g->esum->flush) { /* a block of one micro-batch: its rows join wte now */
         mt_embsum_apply(g->esum, NULL, g->wte);

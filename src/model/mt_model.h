@@ -8,7 +8,9 @@
  *
  * Units are the grain of every parallel technique: unit 0 is the embedding (wte, wpe),
  * units 1..L the transformer blocks, unit L+1 the head (ln_f; the LM head is tied to wte,
- * which the embedding unit owns).
+ * which the embedding unit owns, or with --untie-embeddings has a weight of its own,
+ * lm_head.weight (V,C), the head unit's last tensor, as Megatron's
+ * --untie-embeddings-and-output-weights and Llama).
  */
 #ifndef MT_MODEL_H
 #define MT_MODEL_H
@@ -24,6 +26,7 @@ typedef struct {
     int L;  /* layers */
     int NH; /* heads */
     int C;  /* width */
+    int untied; /* the LM head has its own weight, lm_head.weight (0: tied to wte, GPT-2's) */
 } MtConfig;
 
 #define MT_NAME_MAX 64
@@ -55,6 +58,8 @@ typedef struct {
     float *wpe;             /* (T,C) */
     MtBlockWeights h[MT_MAX_LAYERS];
     float *lnfw, *lnfb;     /* (C) */
+    float *lmw;             /* (V,C) lm_head.weight, untied models only (else NULL: the head reads
+                             * wte; mt_head_weight) */
     /* As gradient views: the blocks' and ln_f's buffers hold no gradient yet, so a backward
      * assigns (=) their one contribution instead of adding it, and nobody zeroes them first
      * (the same bits as adding to zeros).  wte and wpe, which several rows reach, always
@@ -109,7 +114,7 @@ void mt_embsum_reset(MtEmbSum *e);
 
 /* Checks the configuration; MT_EINPUT with one line naming the problem. */
 MtStatus mt_config_check(const MtConfig *cfg);
-/* Number of parameter tensors (4 + 12 L). */
+/* Number of parameter tensors (4 + 12 L, and lm_head.weight when untied). */
 int mt_param_count(const MtConfig *cfg);
 /* Fills table[0 .. mt_param_count) in flat order; returns the total number of floats. */
 int64_t mt_param_table(const MtConfig *cfg, MtParam *table);
@@ -118,6 +123,8 @@ int64_t mt_param_table(const MtConfig *cfg, MtParam *table);
 int64_t mt_param_table_aligned(const MtConfig *cfg, MtParam *table, int64_t align);
 /* Flat range [start, end) of a unit's tensors (padding excluded). */
 void mt_unit_span(const MtParam *table, int nparams, int unit, int64_t *start, int64_t *end);
+/* The LM head's weight (or its gradient) in a view: wte when tied, lm_head.weight when not. */
+static inline float *mt_head_weight(const MtConfig *cfg, const MtWeights *w) { return cfg->untied ? w->lmw : w->wte; }
 /* Named views into a flat array laid out like the table. */
 void mt_weights_view(const MtConfig *cfg, const MtParam *table, float *base, MtWeights *w);
 /* Points the views of one unit's tensors at base, which holds that unit laid out as in the
@@ -233,7 +240,7 @@ void mt_model_backward(const MtConfig *cfg, const MtWeights *w, const MtWeights 
  * mt_model_forward / mt_model_backward are exactly these in sequence:
  *   forward:  embed_forward (into a->encoded); block_forward l (x: the block's input);
  *             head_forward (x: the last block's output), returns the loss sum;
- *   backward: head_backward (g->wte += the LM head's part; a->dres = d loss / d x);
+ *   backward: head_backward (g->wte += the LM head's part, or g->lmw = it untied; a->dres = d loss / d x);
  *             block_backward l (a->dres: d output in, d input out); embed_backward (dwte
  *             and dwpe += the rows of a->dres; either may be NULL). */
 void mt_model_embed_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, const int32_t *tokens);
@@ -270,6 +277,11 @@ void mt_model_head_backward_weight(const MtConfig *cfg, const MtWeights *g, cons
 int mt_model_head_rows(const MtConfig *cfg);
 void mt_model_head_logits(const MtConfig *cfg, int N, int Vl, const float *lnf, const float *wte, float *logits);
 void mt_model_head_dwte_rows(const MtConfig *cfg, int N, int Vl, const float *dlogits, const float *lnf, float *dwte);
+/* The head's weight gradient of a backward into g: wte's (tied: added, as wte always adds)
+ * or lm_head's (untied: assigned where g->fresh, as every tensor of a unit of its own);
+ * nothing where mt_head_weight(cfg, g) is NULL (later: below). */
+void mt_model_head_dweight(const MtConfig *cfg, const MtWeights *g, int N, int Vl, const float *dlogits,
+                           const float *lnf);
 
 /* The tied head's weight gradient later (a pipeline's last stage, whose leaf waits for the
  * first stage's rows: mt_pipeline.h).  With g->wte NULL the head's backward (whole or W)

@@ -266,7 +266,7 @@ double mt_tp_head_forward(const MtConfig *cfg, const MtWeights *w, MtActs *a, co
     ln_gathered(a, a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnfw, w->lnfb, &lo, C);
     POLL(a);
     /* logits (N, Vl) = lnf @ wte^T: this rank's vocabulary columns of the tied head */
-    mt_model_head_logits(cfg, N, (int)lo.Vl, a->lnf, w->wte, a->logits);
+    mt_model_head_logits(cfg, N, (int)lo.Vl, a->lnf, mt_head_weight(cfg, w), a->logits);
     POLL(a);
     return xent(cfg, a, targets, dscale);
 }
@@ -277,10 +277,9 @@ void mt_tp_head_backward(const MtConfig *cfg, const MtWeights *w, const MtWeight
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     int Vl = (int)lo.Vl, add = !g->fresh;
     /* dlogits are in a->logits.  dwte += dlogits^T @ lnf ; dlnf = dlogits @ wte, blocked */
-    if (g->wte) /* NULL: later (mt_model_head_dwte) */
-        mt_model_head_dwte_rows(cfg, N, Vl, a->logits, a->lnf, g->wte);
+    mt_model_head_dweight(cfg, g, N, Vl, a->logits, a->lnf);
     POLL(a);
-    const float *dlnf = colpar_vocab(a, w->wte, N, C, Vl);
+    const float *dlnf = colpar_vocab(a, mt_head_weight(cfg, w), N, C, Vl);
     mt_be()->zero(a->dres, (int64_t)lo.rows * C);
     mt_be()->layernorm_backward(a->dres, NULL, NULL, dlnf, x, w->lnfw, a->lnf_mean, a->lnf_rstd, lo.rows, C, 1);
     rows_grads(a, 1, g->lnfw, g->lnfb, dlnf, x, a->lnf_mean, a->lnf_rstd, lo.rows, C, add);
@@ -371,7 +370,7 @@ void mt_tp_head_backward_input(const MtConfig *cfg, const MtWeights *w, MtActs *
 {
     int N = a->B * a->T, C = cfg->C;
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
-    const float *dlnf = colpar_vocab(a, w->wte, N, C, (int)lo.Vl); /* this rank's rows */
+    const float *dlnf = colpar_vocab(a, mt_head_weight(cfg, w), N, C, (int)lo.Vl); /* this rank's rows */
     mt_be()->copy(stash, dlnf, (int64_t)lo.rows * C); /* kept for W */
     mt_be()->zero(a->dres, (int64_t)lo.rows * C);
     mt_be()->layernorm_backward(a->dres, NULL, NULL, dlnf, x, w->lnfw, a->lnf_mean, a->lnf_rstd, lo.rows, C, 1);
@@ -383,8 +382,7 @@ void mt_tp_head_backward_weight(const MtConfig *cfg, const MtWeights *g, MtActs 
     int N = a->B * a->T, C = cfg->C;
     MtTpLocal lo = mt_tp_local(cfg, a->tp, N);
     int Vl = (int)lo.Vl;
-    if (g->wte) /* NULL: later (mt_model_head_dwte) */
-        mt_model_head_dwte_rows(cfg, N, Vl, a->logits, a->lnf, g->wte);
+    mt_model_head_dweight(cfg, g, N, Vl, a->logits, a->lnf);
     rows_grads(a, 1, g->lnfw, g->lnfb, stash, x, a->lnf_mean, a->lnf_rstd, lo.rows, C, !g->fresh);
     MT_ASSERT(!a->tp->seqpar || g->fresh, "sequence parallelism sums the replicated gradients of fresh buffers only");
     float *rep[2] = {g->lnfw, g->lnfb};

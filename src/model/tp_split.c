@@ -15,8 +15,8 @@ static int ends_with(const char *s, size_t n, const char *suffix)
 MtTpSplit mt_tp_split(const MtParam *p)
 {
     size_t n = strlen(p->name);
-    if (strcmp(p->name, "transformer.wte.weight") == 0)
-        return MT_TP_VOCAB;
+    if (strcmp(p->name, "transformer.wte.weight") == 0 || strcmp(p->name, "lm_head.weight") == 0)
+        return MT_TP_VOCAB; /* an untied head's weight is split as wte (vocabulary-parallel) */
     if (ends_with(p->name, n, ".attn.c_attn.weight") || ends_with(p->name, n, ".attn.c_attn.bias"))
         return MT_TP_HEADS;
     if (ends_with(p->name, n, ".mlp.c_fc.weight") || ends_with(p->name, n, ".mlp.c_fc.bias"))

@@ -28,7 +28,8 @@
  * last micro-batch (the block's sum), and E of that micro-batch completes the block.
  * E k sits in the last rank's list before the first compute action that starts after the
  * rows were sent in the unit-cost simulation: dependencies never form a cycle through it,
- * and the blocks waiting for their rows (peak_wte) stay few.
+ * and the blocks waiting for their rows (peak_wte) stay few.  An untied model
+ * (MtSchedule.untied) has none of these: the first stage adds its rows to its own wte.
  *
  * Every schedule runs the backward passes of each stage in micro-batch order (and W in
  * micro-batch order), so a stage's gradient can be accumulated as the canonical pairwise
@@ -78,6 +79,7 @@ typedef struct {
 typedef struct {
     MtSchedKind kind;
     int P, M, V; /* ranks, micro-batches, chunks per rank */
+    int untied;  /* the model's LM head has its own weight: no tied embedding, no E actions */
 } MtSchedule;
 
 /* "naive" ... "zb" -> kind; -1 if unknown. */

@@ -13,7 +13,7 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
     int64_t ulen = pipe_leaf_unit_floats(tc, o, P, rank);
     if (!rrm) /* the tree's temporaries (round-robin: on shards, below), the leaf buffer whole or unit by unit */
         bytes[MT_MEM_GRADS] += 4 * ((int64_t)(ngbuf - 1 - (ulen > 0)) * tc->grads_len + ulen);
-    MtSchedule s = {o->kind, P, o->M, o->V};
+    MtSchedule s = {o->kind, P, o->M, o->V, tc->cfg.untied};
     MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
     MT_ASSERT(list, "out of memory");
     int B = mt_accum_block_size(tc), n = mt_schedule_build(&s, rank, list), nh = mt_schedule_peak_wte(&s, list, n, B);
@@ -37,7 +37,7 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
     free(list);
     if (rank == 0) /* the block's embedding rows */
         bytes[MT_MEM_GRADS] += 4 * mt_trainer_esum_block_floats(tc);
-    if (rank == P - 1) { /* the wte replica, its moments, its tree over the blocks, their head sums (or operands) */
+    if (rank == P - 1 && !cfg->untied) { /* the wte replica, its moments, its tree over the blocks, their head sums (or operands) */
         PipeHead hd = pipe_head(tc, o, VC, nh);
         int nb = o->M / B, slots = hd.mode ? 1 : nh;
         bytes[MT_MEM_PARAMS] += 4 * VC;
@@ -77,9 +77,9 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
 int mt_pipe_plan_head(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int rank, int *defer)
 {
     *defer = 0;
-    if (rank != P - 1)
+    if (rank != P - 1 || tc->cfg.untied) /* an untied head sums its weight's gradient as any other */
         return 0;
-    MtSchedule s = {o->kind, P, o->M, o->V};
+    MtSchedule s = {o->kind, P, o->M, o->V, tc->cfg.untied};
     MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
     MT_ASSERT(list, "out of memory");
     int nh = mt_schedule_peak_wte(&s, list, mt_schedule_build(&s, rank, list), mt_accum_block_size(tc));
@@ -152,7 +152,7 @@ void mt_pipe_plan_comm(const MtTrainConfig *tc, const MtPipeOptions *o, int P, i
     for (int u = 0; u < L + 2; u++)
         ulen[u] = uhi[u] - ulo[u];
     int64_t erows = (int64_t)tc->micro * tc->seq * cfg->C, rows = tp && tp->seqpar ? erows / tp->N : erows;
-    MtSchedule s = {o->kind, P, M, o->V};
+    MtSchedule s = {o->kind, P, M, o->V, cfg->untied};
     MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
     MT_ASSERT(list, "out of memory");
     int n = mt_schedule_build(&s, rank, list);
@@ -165,7 +165,7 @@ void mt_pipe_plan_comm(const MtTrainConfig *tc, const MtPipeOptions *o, int P, i
         bytes[2] += list[i].kind == MT_ACT_SEND_F || list[i].kind == MT_ACT_SEND_B ? 4 * rows
                     : list[i].kind == MT_ACT_SEND_E && list[i].mb % B == B - 1 ? 4 * mt_trainer_esum_block_floats(tc)
                                                                               : 0;
-    if (rank == P - 1)
+    if (rank == P - 1 && !cfg->untied) /* the final wte gradient */
         bytes[2] += 4 * VC;
     int64_t most = 0, stage = 0, skip = 0; /* the most norm blocks a rank owns; this rank's floats */
     for (int r = 0; r < P; r++) {
@@ -178,7 +178,7 @@ void mt_pipe_plan_comm(const MtTrainConfig *tc, const MtPipeOptions *o, int P, i
                 blocks += (ulen[u] + MT_NORM_BLOCK - 1) / MT_NORM_BLOCK;
                 stage += r == rank ? ulen[u] : 0;
             }
-            skip += r == rank && ch.embed ? VC : 0;
+            skip += r == rank && ch.embed && !cfg->untied ? VC : 0;
             /* tp inside the stage: its units' passes, every micro-batch */
             if (r == rank)
                 bytes[1] += (int64_t)M * mt_tp_plan_micro_bytes(cfg, tp, (int64_t)tc->micro * tc->seq, ch.embed, ch.l0,
@@ -191,7 +191,7 @@ void mt_pipe_plan_comm(const MtTrainConfig *tc, const MtPipeOptions *o, int P, i
     bytes[1] += mt_tp_plan_step_bytes(tp, nparams);
     /* dp over the copies */
     int last = rank == P - 1;
-    int64_t ar = 8 * (int64_t)(dp - 1), wte = last ? ar * VC / dp : 0, loss = last ? ar / dp : 0;
+    int64_t ar = 8 * (int64_t)(dp - 1), wte = last && !cfg->untied ? ar * VC / dp : 0, loss = last ? ar / dp : 0;
     if (dp > 1 && S == 0) /* DDP: every span this rank sums (not the first stage's wte), wte replica, loss */
         bytes[0] = ar * (stage - skip) / dp + wte + loss;
     if (dp > 1 && S > 0) {

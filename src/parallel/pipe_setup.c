@@ -9,7 +9,7 @@
 
 MtStatus mt_pipe_check(MtPipeOptions *o, const MtConfig *cfg, int P, const int *given, int ngiven)
 {
-    MtSchedule s = {o->kind, P, o->M, o->V};
+    MtSchedule s = {o->kind, P, o->M, o->V, cfg->untied};
     MT_TRY(mt_schedule_check(&s));
     int S = P * o->V;
     if (given && ngiven != S)
@@ -139,8 +139,8 @@ int64_t pipe_leaf_unit_floats(const MtTrainConfig *tc, const MtPipeOptions *o, i
         MtPipeChunk ch;
         int uf, ul;
         pipe_chunk_units(o, tc->cfg.L, P, rank, c, &ch, &uf, &ul);
-        for (int u = uf; u <= ul; u++) { /* the embedding's wpe only: its wte comes whole from the last rank */
-            int64_t n = uhi[u] - ulo[u] - (u == 0 ? VC : 0);
+        for (int u = uf; u <= ul; u++) { /* tied: the embedding's wpe only (its wte comes whole from the last rank) */
+            int64_t n = uhi[u] - ulo[u] - (u == 0 && !tc->cfg.untied ? VC : 0);
             most = n > most ? n : most;
         }
     }
@@ -169,7 +169,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
     p->V = o->V;
     p->S = p->P * p->V;
     MT_ASSERT(p->P >= 2 && p->V <= MT_PIPE_MAX_CHUNKS, "a pipeline needs 2 or more stages (pp %d, %d chunks)", p->P, p->V);
-    p->sched = (MtSchedule){o->kind, p->P, o->M, o->V};
+    p->sched = (MtSchedule){o->kind, p->P, o->M, o->V, cfg->untied};
     int M = o->M;
     int64_t VC = tr->table[0].numel; /* wte (a tp rank's vocabulary rows) */
     p->list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&p->sched));
@@ -201,7 +201,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         ch->lo = tr->unit_lo[uf];
         ch->hi = tr->unit_hi[ul];
         ch->loff = off;
-        ch->skip = ch->embed ? VC : 0; /* the first stage's wte gradient comes whole from the last */
+        ch->skip = ch->embed && !cfg->untied ? VC : 0; /* tied: the first stage's wte gradient comes whole from the last */
         ch->plan = ch->stage == o->ltr_stage - 1 && M > 1 ? p->ltr : p->plan;
         off += ch->hi - ch->lo;
         for (int u = uf; u <= ul && !fsdp(p); u++) /* FSDP: views on the slots, as units are gathered */
@@ -263,17 +263,17 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
                            p->ecap / cfg->C, ntok, MT_EMBSUM_OWN) != MT_OK)
             goto oom;
         int slots = mt_schedule_esend_slots(&p->sched, p->blk);
-        p->nesend = slots > 1 ? slots : 1;
-        if (!(p->esend = calloc((size_t)p->nesend, sizeof(float *))) ||
-            !(p->esend_req = calloc((size_t)p->nesend, sizeof(MtRequest *))))
+        p->nesend = cfg->untied ? 0 : slots > 1 ? slots : 1; /* untied: the rows stay, added to its own wte */
+        if (!(p->esend = calloc((size_t)p->nesend + 1, sizeof(float *))) ||
+            !(p->esend_req = calloc((size_t)p->nesend + 1, sizeof(MtRequest *))))
             goto oom;
         for (int k = 0; k < p->nesend; k++)
             if (!(p->esend[k] = pipe_alloc(p, MT_MEM_OTHER, p->ecap)))
                 goto oom;
-        MT_ASSERT(p->ch[0].embed && p->ch[0].skip >= p->ecap, "the first rank's first chunk holds the embedding");
+        MT_ASSERT(p->ch[0].embed && (cfg->untied || p->ch[0].skip >= p->ecap), "the first rank's first chunk holds the embedding");
     }
     /* the last rank: replica, moments, its tree over the blocks, the blocks' head sums */
-    if (p->rank == p->P - 1) {
+    if (p->rank == p->P - 1 && !cfg->untied) {
         if (!(p->wte = pipe_alloc(p, MT_MEM_PARAMS, VC)) || !(p->wte_m = pipe_alloc(p, MT_MEM_OPTIM, VC)) ||
             !(p->wte_v = pipe_alloc(p, MT_MEM_OPTIM, VC)))
             goto oom;

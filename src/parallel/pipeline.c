@@ -159,7 +159,7 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
         MT_ASSERT(ch->plan[ch->tstep + 1].leaf == -1 && ch->plan[ch->tstep + 1].src == ts->buf,
                   "stage %d: a leaf computed apart is not added next", ch->stage);
     else {
-        if (ch->embed) /* wpe adds its rows (wte comes whole from the last rank); the rest is assigned */
+        if (ch->embed) /* wpe adds its rows (tied: wte comes whole from the last rank); the rest is assigned */
             mt_be()->zero(g + ch->loff + ch->skip, tr->unit_hi[0] - ch->lo - ch->skip);
         int uf, ul;
         pipe_units(p, ch, &uf, &ul);
@@ -168,7 +168,7 @@ static float *leaf_begin(MtPipe *p, MtPipeChunk *ch, int mb, MtWeights *gv)
     }
     gv->fresh = 1;
     gv->esum = NULL; /* the first rank adds its rows itself (pipe_embed_index) */
-    if (ch->head)
+    if (ch->head && !cfg->untied)
         gv->wte = pipe_head_begin(p, mb);
     return g;
 }
@@ -199,13 +199,28 @@ static void unit_end(MtPipe *p, const MtPipeChunk *ch, int u)
     mt_be()->add(p->gbuf[ch->plan[ch->tstep + 1].buf] + ch->loff + (lo - ch->lo), p->ubuf, tr->unit_hi[u] - lo);
 }
 
+/* An untied model's first stage at an accumulation block's end: the block's embedding rows
+ * into the block's wte gradient, as the trainer does (the tied one sends them: SEND_E). */
+static void embed_block_end(void *ctx, float *sum, int64_t off, int64_t n)
+{
+    MtPipe *p = ctx;
+    int64_t at = p->ch[0].loff + (p->tr->table[0].offset - p->ch[0].lo); /* wte in the rank's arrays */
+    MT_ASSERT(off <= at && at + p->tr->table[0].numel <= off + n, "a block's end on part of wte");
+    mt_embsum_apply(&p->esum, NULL, sum + at);
+    mt_embsum_reset(&p->esum);
+}
+
 static void leaf_end(MtPipe *p, MtPipeChunk *ch, int mb)
 {
-    if (ch->head && !p->defer)
+    if (ch->head && !p->defer && !p->tr->tc.cfg.untied)
         pipe_head_end(p, mb);
+    int own_rows = ch->embed && p->tr->tc.cfg.untied;
+    if (own_rows && rr(p)) /* round-robin: blocks of one, reduced as the leaf ends */
+        embed_block_end(p, p->tr->grads, ch->loff, ch->hi - ch->lo);
+    MtAccumEnd end = {own_rows ? embed_block_end : NULL, p};
     if (!rr(p)) /* apart: the leaf's add ran unit by unit, the steps after it run here */
         ch->tstep = mt_accum_adds(ch->plan, p->nplan, ch->tstep + p->apart, p->gbuf, ch->loff + ch->skip,
-                                  ch->hi - ch->lo - ch->skip, NULL);
+                                  ch->hi - ch->lo - ch->skip, &end);
     p->apart = 0;
     MtPipeChunk *po = &p->ch[ch->pool];
     po->freelist[po->nfree++] = ch->slot[mb];
@@ -271,9 +286,11 @@ static void backward(MtPipe *p, const MtAction *a, int split)
     if (ch->embed && split) { /* every row (gathered over tp with sequence parallelism): W's wpe, the block's sum */
         const float *d = tr->tc.tp ? mt_tp_all_rows(cfg, s) : s->dres;
         mt_be()->copy(stash(p, ch, slot, STASH_EMBED), d, erows(p));
-        pipe_embed_index(p, a->mb);
-        mt_embsum_add(&p->esum, d);
-    } else if (ch->embed) { /* wpe here; the token rows into the block's sum, for the last rank (SEND_E) */
+        if (!cfg->untied) { /* tied: now, for the last rank (SEND_E); untied: at W, in W's order (its block's end) */
+            pipe_embed_index(p, a->mb);
+            mt_embsum_add(&p->esum, d);
+        }
+    } else if (ch->embed) { /* wpe here; the token rows into the block's sum (tied: for the last rank, SEND_E) */
         pipe_embed_index(p, a->mb);
         unit_begin(p, ch, 0, &gv);
         mt_model_embed_backward(cfg, NULL, gv.wpe, s, tokens_of(p, a->mb), &p->esum);
@@ -312,6 +329,10 @@ static void weights(MtPipe *p, const MtAction *a)
         progress(p);
     }
     if (ch->embed) {
+        if (tc->cfg.untied) { /* the rows into the block's sum here, where the block ends */
+            pipe_embed_index(p, a->mb);
+            mt_embsum_add(&p->esum, stash(p, ch, slot, STASH_EMBED));
+        }
         unit_begin(p, ch, 0, &gv);
         mt_be()->encoder_backward(NULL, gv.wpe, stash(p, ch, slot, STASH_EMBED), tokens_of(p, a->mb), tc->micro, tc->seq,
                                   tc->cfg.C);
@@ -485,7 +506,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
         run(p, &p->list[i]);
     if (p->rank == p->P - 1)
         pipe_poll_e(p, p->o.M);
-    MT_ASSERT(p->e_next == p->e_due && (p->rank != p->P - 1 || p->e_next == p->o.M),
+    MT_ASSERT(p->e_next == p->e_due && (p->rank != p->P - 1 || tc->cfg.untied || p->e_next == p->o.M),
               "%d of %d embedding leaves completed", p->e_next, p->o.M);
     double t = mt_now();
     for (int i = 0; i < p->send_next; i++)
@@ -517,9 +538,9 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     }
     /* the last rank's wte gradient (H and rows, the whole tree) to the first stage */
     MtRequest *wte = NULL;
-    if (p->rank == p->P - 1)
+    if (p->rank == p->P - 1 && p->wte)
         wte = mt_isend(p->c, MT_GROUP_EMBED, p->wbuf[0], VC, 0, tag(TAG_WTE, 0));
-    if (p->rank == 0)
+    if (p->rank == 0 && !tc->cfg.untied)
         wte = mt_irecv(p->c, MT_GROUP_EMBED, tr->grads + p->ch[0].loff, VC, 1, tag(TAG_WTE, 0));
     pipe_clock_in(p, t);
     double norm = sqrt(tc->tp ? tp_norm_and_loss(p, &st->loss, &wte) : norm_and_loss(p, &st->loss, &wte));

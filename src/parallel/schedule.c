@@ -257,7 +257,7 @@ static int with_transfers(const MtSchedule *s, int rank, MtAction *out)
         if ((k = needs_send(s, &c.a[i])) >= 0)
             put(&o, k, c.a[i].stage, c.a[i].mb);
         /* the first stage's backward of k has the embedding's rows of micro-batch k */
-        if (s->P > 1 && c.a[i].kind == MT_ACT_B && c.a[i].stage == 0)
+        if (s->P > 1 && !s->untied && c.a[i].kind == MT_ACT_B && c.a[i].stage == 0)
             put(&o, MT_ACT_SEND_E, 0, c.a[i].mb);
     }
     free(c.a);
@@ -275,7 +275,7 @@ static int build_last(const MtSchedule *s, int rank, MtAction *out, int n);
 
 int mt_schedule_build(const MtSchedule *s, int rank, MtAction *out)
 {
-    if (s->P == 1 || rank != s->P - 1)
+    if (s->P == 1 || rank != s->P - 1 || s->untied)
         return with_transfers(s, rank, out);
     /* the last rank's list takes a simulation of the whole pipeline: the last few kept (the
      * planner asks for the same ones layout after layout) */
@@ -632,7 +632,7 @@ static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int 
                 default:
                     st = sim_error(res, "an unknown action", r, a);
                 }
-                if (st == MT_OK && !blocked && P > 1 && a->stage == S - 1 &&
+                if (st == MT_OK && !blocked && P > 1 && !s->untied && a->stage == S - 1 &&
                     a->kind == (split ? MT_ACT_W : MT_ACT_B) && ++held_h > res->peak_wte)
                     res->peak_wte = held_h;
                 if (blocked || st != MT_OK)
@@ -663,7 +663,7 @@ static MtStatus simulate(const MtSchedule *s, MtAction *const *lists, const int 
             st = sim_error(res, "an activation not sent or not received", r, &a);
         else if (P > 1 && a.stage > 0 && (sent_b[i] < 0 || !posted[(i - M) * 2 + 1]))
             st = sim_error(res, "a gradient not sent or not received", r, &a);
-        else if (want_e && P > 1 && a.stage == 0 && (sent_e[a.mb] < 0 || t_e[a.mb] < 0))
+        else if (want_e && !s->untied && P > 1 && a.stage == 0 && (sent_e[a.mb] < 0 || t_e[a.mb] < 0))
             st = sim_error(res, "embedding rows not sent or not added (E)", P - 1, &a);
     }
     for (int r = 0; r < P; r++) {

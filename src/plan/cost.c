@@ -291,10 +291,11 @@ static MtStatus time_model(const MtPlanModel *m, const MtPlanLayout *l, const Mt
             const UnitCost *k = u == 0 ? &ue : u == c->L + 1 ? &uh : &ub;
             f += k->f, b += k->b, w += k->w, rc += k->rc, tp += k->tpf + k->tpb;
             units_floats[v % P] += u == 0 ? (double)c->V * c->C / l->tp + (double)m->seq * c->C
-                                 : u == c->L + 1 ? 2.0 * c->C : block_floats(c, l->tp);
+                                 : u == c->L + 1 ? 2.0 * c->C + (c->untied ? (double)c->V * c->C / l->tp : 0.0)
+                                                 : block_floats(c, l->tp);
             units_of[v % P]++;
         }
-        if (P > 1 && last == c->L + 1 && first > 0) /* the last stage's wte replica */
+        if (P > 1 && last == c->L + 1 && first > 0 && !c->untied) /* the last stage's wte replica */
             units_floats[v % P] += (double)c->V * c->C / l->tp;
         double sends = (v < S - 1 ? p2p : 0.0) + (v > 0 ? p2p : 0.0);
         comp[v] = f + b + w;
@@ -376,7 +377,7 @@ static MtStatus time_model(const MtPlanModel *m, const MtPlanLayout *l, const Mt
         static MtSchedule key;
         static double *kept, kept_span, kept_busy;
         static int kept_n;
-        MtSchedule sc = {l->sched, P, M, V};
+        MtSchedule sc = {l->sched, P, M, V, c->untied};
         if (kept && kept_n == 3 * S && memcmp(&key, &sc, sizeof sc) == 0 &&
             memcmp(kept, stage, sizeof(double) * 3 * (size_t)S) == 0)
             makespan = kept_span, busy = kept_busy;

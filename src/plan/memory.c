@@ -68,7 +68,7 @@ static double bf16_acts(const MtPlanModel *m, const MtPlanLayout *l, const MtPip
     int P = l->pp, V = P > 1 ? l->V : 1, S = P * V;
     if (P == 1) /* one micro-batch at a time */
         return c->L * per + 2.0 * sbh / sp + logits + (l->recompute == MT_RECOMPUTE_FULL ? whole : 0.0);
-    MtSchedule s = {l->sched, P, po->M, V};
+    MtSchedule s = {l->sched, P, po->M, V, c->untied};
     int blocks[MT_MAX_STAGES];
     MT_ASSERT(mt_stage_layers(c->L, S, po->stage_layers, blocks) == MT_OK, "the plan's cut does not hold");
     const int *sets = pool_sets(&s, c->L, blocks);

@@ -29,7 +29,9 @@ void mt_plan_train_flags(const MtPlanModel *m, const MtPlanLayout *l, const char
     if (l->recompute != MT_RECOMPUTE_NONE && k < (int)n)
         k += snprintf(buf + k, n - k, " --recompute %s", recompute_names[l->recompute]);
     if (l->seqpar && k < (int)n)
-        snprintf(buf + k, n - k, " --sequence-parallel");
+        k += snprintf(buf + k, n - k, " --sequence-parallel");
+    if (c->untied && k < (int)n)
+        snprintf(buf + k, n - k, " --untie-embeddings");
 }
 
 void mt_plan_one(const MtPlanModel *m, const MtCluster *cl, const MtPlanLayout *l, int accum_blocks, double bound,

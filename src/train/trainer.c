@@ -353,6 +353,12 @@ static void apart_hook(void *ctx, MtUnitEvent ev, int u)
     if (ev == MT_GRADS_NEED) { /* the tensors are assigned (fresh views); wte and wpe add, padding stays 0 */
         int64_t z = u == 0 ? 0 : tr->unit_end[u] - lo;
         mt_be()->zero(tr->ubuf[s] + z, n - z);
+        for (int q = 1; q < tr->nparams && u > 0; q++) /* the padding between tensors (ZeRO's norm blocks) */
+            if (tr->table[q].unit == u && tr->table[q - 1].unit == u) {
+                int64_t end = tr->table[q - 1].offset + tr->table[q - 1].numel;
+                if (tr->table[q].offset > end)
+                    mt_be()->zero(tr->ubuf[s] + (end - lo), tr->table[q].offset - end);
+            }
         mt_weights_view_unit(&tr->tc.cfg, tr->table, tr->nparams, u, tr->ubuf[s], &tr->lview);
     } else if (ev == MT_GRADS_DONE) {
         mt_be()->add(tr->bufs[tr->plan[tr->lstep].buf] + lo, tr->ubuf[s], n);
