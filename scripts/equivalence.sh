@@ -34,7 +34,8 @@
 # holding the embedding and the head alone), and two refused: a layout that cannot be (16 stages of 8 layers) and ZeRO with 8 blocks
 # over 2 tp ranks; and three of an untied head (--untie-embeddings: ZeRO-1 zb2 three-way, FSDP
 # over pp 2 zb at --accum-blocks 2, ZeRO-1 dp 2 x tp 2, whose padding between tensors once
-# held another unit's gradient).  MT_EQ_UNTIE=1 runs every row on the untied model.  MT_BIN (default build/meshtrain) and MT_DIFF (build/prog_stdiff) name
+# held another unit's gradient); and dp 2 x pp 2 zb2 with optimizer post-validation
+# (--post-validate).  MT_EQ_UNTIE=1 runs every row on the untied model.  MT_BIN (default build/meshtrain) and MT_DIFF (build/prog_stdiff) name
 # the binaries.  MT_EQ_GREP=PATTERN runs only the layouts whose flags match it (grep -E).
 # Test hooks: MT_EQ_MUTATE runs the layouts (not the references) through MT_TEST_BIN, the
 # command with its hooks, with a wrong order the matrix must report: 1 (or tp) tensor
@@ -164,6 +165,7 @@ if [ $quick = 1 ]; then
   row --dp 2 --tp 2 --pp 2 --zero 1 --schedule zb2 --untie-embeddings
   row --dp 2 --pp 2 --zero 3 --schedule zb --accum-blocks 2 --untie-embeddings
   row --dp 2 --tp 2 --zero 1 --untie-embeddings
+  row --dp 2 --pp 2 --schedule zb2 --untie-embeddings --post-validate
 else
   rc_i=0
   for dp in 1 2 4 8; do for tp in 1 2 4 8; do for pp in 1 2 4 8; do
@@ -208,6 +210,18 @@ else
     row --dp 2 --tp 2 --pp 2 --zero 1 --schedule zb --accum-blocks 0 --untie-embeddings
     row --tp 2 --pp 4 --schedule zb2 --stage-layers 0,4,4,0 --sequence-parallel --untie-embeddings
   fi
+  # post-validation (an update before its norm is known, made again where it clipped)
+  for s in 1f1b interleaved zb zb2; do
+    f="--pp 4 --schedule $s"
+    [ $s = interleaved ] && f="$f --virtual-stages 2"
+    row $f --untie-embeddings --post-validate
+  done
+  row --dp 2 --pp 2 --schedule zb2 --recompute full --accum-blocks 4 --untie-embeddings --post-validate
+  row --dp 4 --pp 2 --schedule zb --untie-embeddings --post-validate
+  row --pp 8 --schedule zb2 --untie-embeddings --post-validate
+  row --tp 2 --pp 2 --schedule zb2 --untie-embeddings --post-validate
+  row --dp 2 --tp 2 --pp 2 --schedule zb --sequence-parallel --untie-embeddings --post-validate
+  row --tp 4 --pp 2 --schedule interleaved --virtual-stages 2 --recompute attn --untie-embeddings --post-validate
   # the accumulation order per mesh (the rows above ran the default: K = 1 without dp,
   # PyTorch's order; K = dp with it; one block per micro-batch for ZeRO-2/3): K = M (one
   # block per micro-batch); over dp, ZeRO-1 at K = 2 dp and FSDP at K = dp (blocks of

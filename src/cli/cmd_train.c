@@ -29,7 +29,7 @@ typedef struct {
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
     int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks, plan,
-        dry_run, accum_blocks, head_recompute, plan_ranks;
+        dry_run, accum_blocks, head_recompute, plan_ranks, post_validate;
     float comm_timeout, bucket_mb;
     const char *schedule, *stage_layers, *recompute_mode;
     uint64_t seed;
@@ -116,12 +116,12 @@ static void rank_fields(const MtTrainer *tr, const MtComm *c, const MtDp *dp, co
     f[8] = (int64_t)(1e6 * (dp ? dp->comm_s : pp ? pp->comm_s : tp ? tp->comm_s : 0.0)); /* microseconds */
 }
 
-static void log_json(FILE *f, const MtTrainer *tr, const MtStepStats *st, double ms, double tps,
+static void log_json(FILE *f, const MtStepStats *st, double ms, double tps,
                      double val, int64_t nval, double bubble, const int64_t *ranks, int nranks)
 {
     fprintf(f, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"step_ms\": %.3f, "
                "\"tokens_per_s\": %.1f, ",
-            (long long)tr->step, st->loss, st->lr, st->grad_norm, ms, tps);
+            (long long)st->step, st->loss, st->lr, st->grad_norm, ms, tps);
     if (!isnan(val))
         fprintf(f, "\"val_loss\": %.17g, \"val_sequences\": %lld, ", val, (long long)nval);
     if (!isnan(bubble))
@@ -391,7 +391,8 @@ static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConf
                           .schedule = a->schedule, .vstages = a->vstages, .stage_layers = a->stage_layers ? given : NULL,
                           .nstage = ngiven, .head_recompute = a->head_recompute, .bucket_mb = a->bucket_mb,
                           .accum_blocks = a->accum_blocks,
-                          .ltr_stage = mt_test_hooks.ltr_stage}; /* test hook (mt_testhooks.h): a wrong order */
+                          .ltr_stage = mt_test_hooks.ltr_stage, /* test hook (mt_testhooks.h): a wrong order */
+                          .post_validate = a->post_validate};
     int part;
     if ((s = mt_engine_check(&rq, tc, layout, &part)) != MT_OK) {
         s = mt_error_prefix(s, "meshtrain train");
@@ -531,6 +532,10 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"head-recompute", FLAG_BOOL, &a.head_recompute, "with --pp: the last stage keeps only the ln_f output of each "
          "micro-batch awaiting its embedding rows and recomputes its logits then (one more logits product each), "
          "rather than its head gradient: its gradients stay within 2x its parameters plus a unit (same bits)"},
+        {"post-validate", FLAG_BOOL, &a.post_validate, "with --pp and --untie-embeddings: each stage updates as soon as "
+         "its step ends, as if the global norm needs no clipping, and checks that after the next step (an update that "
+         "had to clip is made again and that step run again: the same bits); no barrier between steps (Zero Bubble's "
+         "optimizer post-validation); a step is logged when the next one ends"},
         {"sequence-parallel", FLAG_BOOL, &a.seqpar, "with --tp: LayerNorms and residuals split over the sequence"},
         {"tp-blocks", FLAG_INT, &a.tp_blocks, "bit-exact TP: every split sum as K fixed blocks, a power of two and a "
          "multiple of --tp (0: K = --tp)"},
@@ -671,7 +676,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
     double t_total = 0.0, exposed_total = 0.0, bubble_total = 0.0;
     int64_t timed = 0;
     MtStepStats st = {0};
-    while (tr->step < a.steps) {
+    double dt_late = 0.0; /* post-validation: the time of the step whose stats come with the next */
+    int stop = 0;
+    while (tr->step < a.steps && !stop) {
         mt_mem_reset_peaks(&tr->mem);
         if (comm)
             mt_comm_reset_counters(comm);
@@ -680,41 +687,65 @@ int mt_cmd_train(int full_argc, char **full_argv)
         double dt = mt_now() - t0;
         t_total += dt;
         timed++;
-        if (!isfinite(st.loss) || !isfinite(st.grad_norm)) { /* every rank has the same loss and norm */
-            if (root)
-                fprintf(stderr, "meshtrain train: step %lld: loss %g, gradient norm %g: not finite; stopping without "
-                        "saving (the last checkpoint, if any, is kept)\n", (long long)tr->step, st.loss, st.grad_norm);
-            rc = 1;
-            break;
-        }
-        double tps = (double)tc.batch * tc.seq / dt;
         exposed_total += mt_engine_comm_s(&eng);
         if (pp && timed > 1) /* the first step faults its memory in */
             bubble_total += pp->bubble;
-        if (a.log_json) { /* this step's figures, before an evaluation adds to them */
-            rank_fields(tr, comm, dpp, pp, tpp, fields);
-            if (comm)
-                mt_comm_gather_i64(comm, fields, RANK_FIELDS, fields);
-        }
-        double vl = NAN;
         int last = tr->step == a.steps || (a.exit_interval > 0 && tr->step % a.exit_interval == 0);
-        if (val_windows > 0 && ((a.eval_every > 0 && tr->step % a.eval_every == 0) || last))
-            vl = mt_engine_validate(&eng, &val, val_windows, val_sums);
-        if (jf)
-            log_json(jf, tr, &st, dt * 1e3, tps, vl, val_windows, pp ? pp->bubble : NAN, fields, nranks);
-        if ((a.log_every > 0 && tr->step % a.log_every == 0) || last || !isnan(vl) || tr->step == 1) {
-            char eta[32];
-            fmt_eta(eta, sizeof eta, (a.steps - tr->step) * (t_total / timed));
-            printf("step %5lld/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | eta %s",
-                   (long long)tr->step, a.steps, st.loss, st.lr, st.grad_norm, dt * 1e3, tps, eta);
-            if (!isnan(vl))
-                printf(" | val %.4f", vl);
-            printf("\n");
-            fflush(stdout);
+        int eval_now = val_windows > 0 && ((a.eval_every > 0 && tr->step % a.eval_every == 0) || last);
+        int save_now = a.save && a.save_every > 0 && tr->step % a.save_every == 0 && !last;
+        /* the steps to report: this one, or with post-validation the one before (and this
+         * one too where it must be complete now: an evaluation, a save, the end) */
+        MtStepStats rep[2];
+        double rep_dt[2];
+        int nrep = 0;
+        if (st.step == tr->step)
+            rep[nrep] = st, rep_dt[nrep++] = dt;
+        else {
+            if (st.step > 0)
+                rep[nrep] = st, rep_dt[nrep++] = dt_late;
+            dt_late = dt;
+            if ((last || eval_now || save_now) && mt_engine_flush(&eng, &rep[nrep]))
+                rep_dt[nrep++] = dt;
         }
+        for (int k = 0; k < nrep && !stop; k++) {
+            const MtStepStats *sp = &rep[k];
+            int now = sp->step == tr->step; /* the step just run (an evaluation may follow it) */
+            if (!isfinite(sp->loss) || !isfinite(sp->grad_norm)) { /* every rank has the same loss and norm */
+                if (root)
+                    fprintf(stderr, "meshtrain train: step %lld: loss %g, gradient norm %g: not finite; stopping "
+                            "without saving (the last checkpoint, if any, is kept)\n", (long long)sp->step, sp->loss,
+                            sp->grad_norm);
+                rc = 1;
+                stop = 1;
+                break;
+            }
+            double tps = (double)tc.batch * tc.seq / rep_dt[k];
+            if (a.log_json) { /* this step's figures, before an evaluation adds to them */
+                rank_fields(tr, comm, dpp, pp, tpp, fields);
+                if (comm)
+                    mt_comm_gather_i64(comm, fields, RANK_FIELDS, fields);
+            }
+            double vl = NAN;
+            if (now && eval_now)
+                vl = mt_engine_validate(&eng, &val, val_windows, val_sums);
+            if (jf)
+                log_json(jf, sp, rep_dt[k] * 1e3, tps, vl, val_windows, pp ? pp->bubble : NAN, fields, nranks);
+            if ((a.log_every > 0 && sp->step % a.log_every == 0) || (now && last) || !isnan(vl) || sp->step == 1) {
+                char eta[32];
+                fmt_eta(eta, sizeof eta, (a.steps - sp->step) * (t_total / timed));
+                printf("step %5lld/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | eta %s",
+                       (long long)sp->step, a.steps, sp->loss, sp->lr, sp->grad_norm, rep_dt[k] * 1e3, tps, eta);
+                if (!isnan(vl))
+                    printf(" | val %.4f", vl);
+                printf("\n");
+                fflush(stdout);
+            }
+        }
+        if (stop)
+            break;
         if (last && tr->step != a.steps)
             break; /* --exit-interval */
-        if (a.save && a.save_every > 0 && tr->step % a.save_every == 0 && !last && (rc = save(&eng, a.save, root)) != 0)
+        if (save_now && (rc = save(&eng, a.save, root)) != 0)
             break;
     }
     if (rc == 0 && tpp && comm) { /* the replicated parameters must not drift apart */
@@ -734,6 +765,9 @@ int mt_cmd_train(int full_argc, char **full_argv)
         printf("done: %lld steps, %.1f ms/step on average\n", (long long)timed, 1e3 * t_total / timed);
     if (timed > 0 && pp)
         pipe_summary(pp, timed > 1 ? bubble_total / (timed - 1) : pp->bubble, 1e3 * exposed_total / timed);
+    if (timed > 0 && pp && pp->o.post_validate)
+        printf("post-validation: %lld of %lld updates made again (their norm clipped), the step after each run "
+               "twice\n", (long long)pp->pv_rollbacks, (long long)timed);
     if (timed > 0 && (dpp || (tpp && comm)))
         printf("rank 0: %.1f ms/step inside %s during the step (%.1f%% of it, not overlapped)\n",
                1e3 * exposed_total / timed,

@@ -619,6 +619,13 @@ MtRequest *mt_irecv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer, i
 
 int64_t mt_comm_requests_made(const MtComm *c) { return c->reqs_made; }
 
+void mt_request_count_now(MtRequest *r)
+{
+    r->comm->bytes[r->group][r->op] += r->bytes;
+    r->comm->total[r->group] += r->bytes;
+    r->bytes = 0; /* its completion records the time only */
+}
+
 static void finish(MtRequest *r)
 {
     record(r->comm, r->group, r->op, r->n, r->bytes, r->start);

@@ -85,6 +85,9 @@ MtRequest *mt_iallgather(MtComm *c, MtGroupKind g, const float *in, float *out, 
 /* tag: 0 .. 32767; messages between two ranks with the same tag match in posting order */
 MtRequest *mt_isend(MtComm *c, MtGroupKind g, const float *buf, int64_t n, int peer, int tag);
 MtRequest *mt_irecv(MtComm *c, MtGroupKind g, float *buf, int64_t n, int peer, int tag);
+/* Counts r's bytes now, in the counters of the step that posts it, rather than when it
+ * completes (an operation that lives across steps: a pipeline's post-validated norm). */
+void mt_request_count_now(MtRequest *r);
 void mt_wait(MtComm *c, MtRequest *r);
 /* How many request structs the comm has allocated: a finished request (waited or tested
  * true) goes back to its pool, so a steady step allocates none. */

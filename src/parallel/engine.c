@@ -38,6 +38,14 @@ static MtStatus check_degrees(const MtEngineRequest *rq, const MtTrainConfig *tc
                         "multiple of --tp %d", tc->seq, rq->tp);
     if (rq->pp == 1 && (rq->vstages != 1 || rq->stage_layers || rq->head_recompute))
         return mt_error(MT_EINPUT, "--virtual-stages, --stage-layers and --head-recompute need --pp > 1");
+    if (rq->post_validate && rq->pp == 1)
+        return mt_error(MT_EINPUT, "--post-validate needs --pp > 1 (it lets a pipeline's steps overlap)");
+    if (rq->post_validate && !tc->cfg.untied)
+        return mt_error(MT_EINPUT, "--post-validate needs --untie-embeddings: a tied head's wte gradient goes from the "
+                        "last stage to the first between steps");
+    if (rq->post_validate && rq->zero > 0 && rq->dp > 1)
+        return mt_error(MT_EINPUT, "--post-validate with ZeRO over the pipeline's copies is not built (a pipeline "
+                        "alone, with --tp, or with DDP copies)");
     return MT_OK;
 }
 
@@ -55,7 +63,8 @@ MtStatus mt_engine_check(const MtEngineRequest *rq, MtTrainConfig *tc, MtEngineL
         MT_TRY(mt_dp_check(rq->dp, tc->batch / tc->micro));
         /* with --dp each copy of the pipeline runs its share of the micro-batches */
         po = (MtPipeOptions){.kind = mt_schedule_kind(rq->schedule), .M = tc->batch / tc->micro / rq->dp,
-                             .V = rq->vstages, .head_recompute = rq->head_recompute, .ltr_stage = rq->ltr_stage};
+                             .V = rq->vstages, .head_recompute = rq->head_recompute, .ltr_stage = rq->ltr_stage,
+                             .post_validate = rq->post_validate};
         if ((s = mt_pipe_check(&po, &tc->cfg, rq->pp, rq->stage_layers, rq->nstage)) != MT_OK && rq->dp > 1) {
             char why[512];
             snprintf(why, sizeof why, "%s", mt_error_msg());
@@ -186,6 +195,8 @@ void mt_engine_step(MtEngine *e, const MtTokens *data, MtStepStats *st)
         mt_tpe_step(e->tp, data, st);
     else
         mt_trainer_step(&e->tr, data, st);
+    if (!e->pp || !e->pp->o.post_validate)
+        st->step = e->tr.step;
 }
 
 double mt_engine_comm_s(const MtEngine *e)
@@ -198,6 +209,8 @@ double mt_engine_comm_s(const MtEngine *e)
 /* The dp ranks (pipeline copies) share the windows (mt_eval_share), each evaluates its share
  * (the tp ranks and stages of one replica the same windows), the windows' sums are gathered
  * over dp (sums: dp x the share), and every rank adds them in window order. */
+int mt_engine_flush(MtEngine *e, MtStepStats *st) { return e->pp ? mt_pipe_flush(e->pp, st) : 0; }
+
 double mt_engine_validate(MtEngine *e, const MtTokens *val, int64_t n, double *sums)
 {
     MtComm *c = e->c;

@@ -45,6 +45,7 @@ typedef struct {
     float bucket_mb;
     int accum_blocks;        /* --accum-blocks K; < 0: the layout's default (mt_accum_default) */
     int ltr_stage;           /* test hook (mt_testhooks.h) */
+    int post_validate;       /* --post-validate (mt_pipeline.h) */
 } MtEngineRequest;
 
 /* The rule book: whether the engine runs request rq for the model, batch, micro-batch and
@@ -87,6 +88,10 @@ MtStatus mt_engine_init(MtEngine *e, const MtTrainConfig *tc, const MtEngineLayo
 void mt_engine_free(MtEngine *e);
 /* One training step on the step's batch of data (every technique inside). */
 void mt_engine_step(MtEngine *e, const MtTokens *data, MtStepStats *st);
+/* With post-validation (a pipeline's --post-validate) a step's stats come with the next
+ * step (st->step says which; 0: none yet) and this completes the last one: its stats into
+ * st, 1; 0 where nothing is pending.  Before an evaluation, a save or the end. */
+int mt_engine_flush(MtEngine *e, MtStepStats *st);
 /* Seconds this rank spent inside communication calls during the last step. */
 double mt_engine_comm_s(const MtEngine *e);
 /* The validation loss of windows 0 .. n-1 of val, the same bits on every layout

@@ -92,6 +92,16 @@ typedef struct {
      * The wte replica on the last rank stays whole (summed over dp as DDP; round-robin: per
      * round, at its E).  AdamW runs on the chunks; ZeRO-1/2 all-gather the parameters. */
     int zero_dp, zero, zero_shard, det;
+    /* --post-validate (Zero Bubble's optimizer post-validation): each rank updates its stage
+     * as soon as its step's compute ends, as if the global norm needs no clipping, keeping
+     * the state before (its parameters, moments and gradient: 16 bytes per parameter), and
+     * starts the next step; the norm, gathered meanwhile, is checked after that next step's
+     * compute.  Where it had to clip (or is not finite) the update is undone and made again
+     * with it, and the next step's compute runs again: every rank decides alike.  No rank
+     * waits for the others between steps, so one step's warm-up overlaps the last one's
+     * cool-down; the step's loss and norm are known a step late (mt_pipe_flush).  Needs an
+     * untied head (a tied wte's gradient crosses the step), no ZeRO over copies and no tp. */
+    int post_validate;
 } MtPipeOptions;
 
 /* Fills o's data-parallel fields for copy dp_rank of dp (o->M: the copy's micro-batches; B
@@ -183,6 +193,14 @@ typedef struct {
     int kind_n[MT_PIPE_MAX_CHUNKS][3];    /* steps after the first (all when it has only one) */
     int steps_run;
     double bubble;                      /* measured (on world rank 0, after mt_pipe_step) */
+    /* post-validation: the gathers of two steps (slot pv_parity: this step's), the state
+     * before the pending update (params, m, v, gradient) and its lr and step */
+    double *pv_all[2];
+    MtRequest *pv_req[2];
+    float *pv_save;
+    int pv_parity, pv_pending;
+    float pv_lr;
+    int64_t pv_step, pv_rollbacks;      /* rollbacks: updates made again (their step's next ran twice) */
 } MtPipe;
 
 /* Checks the pipeline layout (stage cuts, schedule, M) before any rank starts: MT_EINPUT
@@ -195,6 +213,9 @@ void mt_pipe_configure(MtTrainConfig *tc, const MtPipeOptions *o, int P, int ran
 MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *o);
 void mt_pipe_free(MtPipe *p);
 void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st);
+/* Post-validation: the pending step checked now (its update made again where it clipped),
+ * its stats into st; 1 if there was one.  Before an evaluation, a save or the end. */
+int mt_pipe_flush(MtPipe *p, MtStepStats *st);
 /* The loss sums of windows [lo, hi) (mt_trainer_eval_windows, mt_train.h), forward through
  * the stages in `passes` passes; every stage gets them from the last.  Collective over pp. */
 void mt_pipe_eval_windows(MtPipe *p, const MtTokens *data, int64_t lo, int64_t hi, int passes, double *sums);

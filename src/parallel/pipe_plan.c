@@ -13,6 +13,8 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
     int64_t ulen = pipe_leaf_unit_floats(tc, o, P, rank);
     if (!rrm) /* the tree's temporaries (round-robin: on shards, below), the leaf buffer whole or unit by unit */
         bytes[MT_MEM_GRADS] += 4 * ((int64_t)(ngbuf - 1 - (ulen > 0)) * tc->grads_len + ulen);
+    if (o->post_validate) /* the state before the pending update: parameters, moments, gradient */
+        bytes[MT_MEM_OPTIM] += 16 * tc->grads_len;
     MtSchedule s = {o->kind, P, o->M, o->V, tc->cfg.untied};
     MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
     MT_ASSERT(list, "out of memory");
@@ -187,7 +189,7 @@ void mt_pipe_plan_comm(const MtTrainConfig *tc, const MtPipeOptions *o, int P, i
         }
         most = blocks > most ? blocks : most;
     }
-    bytes[2] += 8 * (int64_t)(P - 1) * (tp ? nparams + 1 : most + 1);
+    bytes[2] += 8 * (int64_t)(P - 1) * ((tp ? nparams + 1 : most + 1) + (o->post_validate ? 3 : 0)); /* post-validation: the times too */
     bytes[1] += mt_tp_plan_step_bytes(tp, nparams);
     /* dp over the copies */
     int last = rank == P - 1;

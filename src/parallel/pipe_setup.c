@@ -357,6 +357,14 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
         p->tparts = malloc(sizeof(double) * (size_t)(tr->nparams + 1) * (1 + p->P + 1 + tc->tp->N));
     if (!p->block_sums || !p->rank_times || (tc->tp && !p->tparts))
         goto oom;
+    if (o->post_validate) { /* two steps' gathers; the state before the pending update (MT_MEM_OPTIM) */
+        for (int i = 0; i < 2; i++)
+            if (!(p->pv_all[i] = calloc((size_t)((tc->tp ? tr->nparams + 1 : p->max_blocks + 1) + 3) * p->P,
+                                        sizeof(double))))
+                goto oom;
+        if (!(p->pv_save = pipe_alloc(p, MT_MEM_OPTIM, 4 * tc->grads_len)))
+            goto oom;
+    }
     return MT_OK;
 oom:
     mt_pipe_free(p);
@@ -443,6 +451,13 @@ void mt_pipe_free(MtPipe *p)
             pipe_free_buf(p, MT_MEM_PARAMS, p->zsh.slot[s], p->zsh.slot_len[s]);
     free(p->loss_all);
     free(p->rank_times);
+    for (int i = 0; i < 2; i++) {
+        if (p->pv_req[i])
+            pipe_req_done(p, &p->pv_req[i], 1);
+        free(p->pv_all[i]);
+    }
+    if (p->pv_save)
+        pipe_free_buf(p, MT_MEM_OPTIM, p->pv_save, 4 * p->tr->tc.grads_len);
     memset(p, 0, sizeof *p);
 }
 

@@ -390,11 +390,10 @@ static void run(MtPipe *p, const MtAction *a)
 /* the single-device norm: every unit's block sums in order, from whichever rank holds it;
  * the last rank's loss rides along.  The first stage sums its other units while the wte
  * gradient (*wte, in flight from the last rank) arrives. */
-static double norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
+static void norm_blocks(MtPipe *p, double *mine, MtRequest **wte)
 {
     MtTrainer *tr = p->tr;
     int64_t K = p->max_blocks + 1;
-    double *mine = p->block_sums + (int64_t)p->rank * K;
     memset(mine, 0, sizeof(double) * (size_t)K);
     if (p->o.zero_dp > 1)
         pipe_zero_blocks(p, mine, wte);
@@ -415,28 +414,44 @@ static double norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
         }
     if (p->rank == p->P - 1)
         mine[K - 1] = p->loss;
-    double t = mt_now();
-    mt_allgather(p->c, MT_GROUP_PP, (const float *)mine, (float *)p->block_sums, 2 * K * p->P);
-    pipe_clock_in(p, t);
+}
+
+/* the sum of every rank's blocks (each rank's `stride` doubles in all, its K first), in
+ * unit order, and the loss the last rank sent */
+static double norm_total(const MtPipe *p, const double *all, int64_t stride, float *loss)
+{
+    const MtTrainer *tr = p->tr;
+    int64_t K = p->max_blocks + 1;
     double total = 0.0;
     for (int u = 0; u < tr->nunits; u++) {
-        const double *b = p->block_sums + (int64_t)p->unit_rank[u] * K + p->unit_block[u];
+        const double *b = all + (int64_t)p->unit_rank[u] * stride + p->unit_block[u];
         for (int64_t i = 0; i < nblocks(tr, u); i++)
             total += b[i];
     }
-    *loss = (float)p->block_sums[(int64_t)(p->P - 1) * K + K - 1];
+    *loss = (float)all[(int64_t)(p->P - 1) * stride + K - 1];
     return total;
+}
+
+static double norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
+{
+    int64_t K = p->max_blocks + 1;
+    double *mine = p->block_sums + (int64_t)p->rank * K;
+    norm_blocks(p, mine, wte);
+    double t = mt_now();
+    mt_allgather(p->c, MT_GROUP_PP, (const float *)mine, (float *)p->block_sums, 2 * K * p->P);
+    pipe_clock_in(p, t);
+    return norm_total(p, p->block_sums, K, loss);
 }
 
 /* With tensor parallelism, its norm (mt_tp.h): each tensor's part (K/N sub-slices of a
  * split one) from the stage that holds it, gathered over pp with the loss, then combined
  * over the tp group as one tp rank does: the bits of one device with K blocks. */
-static double tp_norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
+/* this rank's parts (n + 1 doubles: a part per tensor, then the loss) */
+static void tp_norm_parts(MtPipe *p, double *mine, MtRequest **wte)
 {
     MtTrainer *tr = p->tr;
     const MtTpCtx *tp = tr->tc.tp;
     int n = tr->nparams;
-    double *mine = p->tparts, *all = mine + (n + 1), *parts = all + (int64_t)(n + 1) * p->P, *tp_all = parts + n;
     double t = mt_now();
     pipe_req_done(p, wte, 1); /* the first stage's wte gradient */
     pipe_clock_in(p, t);
@@ -460,28 +475,43 @@ static double tp_norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
         mt_tp_sumsq_parts(&here, 1, tr->grads, tp->K / tp->N, &mine[q]);
     }
     mine[n] = p->rank == p->P - 1 ? p->loss : 0.0;
-    t = mt_now(); /* doubles travel as pairs of floats, bits untouched */
-    mt_allgather(p->c, MT_GROUP_PP, (const float *)mine, (float *)all, 2 * (int64_t)(n + 1) * p->P);
+}
+
+/* every stage's parts (stride doubles a rank in all), each tensor's from the stage that holds
+ * it, combined over the tp group as one tp rank does (a collective over tp) */
+static double tp_norm_total(MtPipe *p, const double *all, int64_t stride, float *loss)
+{
+    MtTrainer *tr = p->tr;
+    const MtTpCtx *tp = tr->tc.tp;
+    int n = tr->nparams;
+    double *parts = p->tparts + (n + 1) + (int64_t)(n + 1) * p->P, *tp_all = parts + n;
     for (int q = 0; q < n; q++)
-        parts[q] = all[(int64_t)p->unit_rank[tr->table[q].unit] * (n + 1) + q];
-    *loss = (float)all[(int64_t)(p->P - 1) * (n + 1) + n];
+        parts[q] = all[(int64_t)p->unit_rank[tr->table[q].unit] * stride + q];
+    *loss = (float)all[(int64_t)(p->P - 1) * stride + n];
     if (tp->N > 1)
         mt_allgather(p->c, MT_GROUP_TP, (const float *)parts, (float *)tp_all, 2 * (int64_t)n * tp->N);
-    pipe_clock_in(p, t);
     return mt_tp_sumsq_combine(tr->table, n, tp->N > 1 ? tp_all : parts, tp->N);
 }
 
-void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
+static double tp_norm_and_loss(MtPipe *p, float *loss, MtRequest **wte)
+{
+    int n = p->tr->nparams;
+    double *mine = p->tparts, *all = mine + (n + 1);
+    tp_norm_parts(p, mine, wte);
+    double t = mt_now(); /* doubles travel as pairs of floats, bits untouched */
+    mt_allgather(p->c, MT_GROUP_PP, (const float *)mine, (float *)all, 2 * (int64_t)(n + 1) * p->P);
+    double total = tp_norm_total(p, all, n + 1, loss);
+    pipe_clock_in(p, t);
+    return total;
+}
+
+/* the step's compute: the list, the sends' completion, the loss, the reductions over the
+ * copies, the wte gradient on its way to the first stage (*wte) */
+static void step_compute(MtPipe *p, MtRequest **wte_out)
 {
     MtTrainer *tr = p->tr;
     const MtTrainConfig *tc = &tr->tc;
-    const MtOptimConfig *oc = &tc->oc;
     int64_t VC = tr->table[0].numel;
-    if (!rr(p))
-        mt_trainer_fill(tr, data, p->o.first_mb * tc->micro, p->o.M * tc->micro, 0);
-    for (int j = 0; rr(p) && j < p->o.M; j++) { /* round-robin: round j's micro-batch of this copy */
-        mt_trainer_fill(tr, data, (p->o.first_mb + j * p->o.mb_stride) * tc->micro, tc->micro, j * tc->micro);
-    }
     if (rr(p) && p->ch[0].embed) /* the leaves' wte part stays zero: it comes whole from the last rank */
         mt_be()->zero(tr->grads + p->ch[0].loff, p->ch[0].skip);
     for (int k = 0; k < p->V; k++) {
@@ -543,6 +573,149 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     if (p->rank == 0 && !tc->cfg.untied)
         wte = mt_irecv(p->c, MT_GROUP_EMBED, tr->grads + p->ch[0].loff, VC, 1, tag(TAG_WTE, 0));
     pipe_clock_in(p, t);
+    *wte_out = wte;
+}
+
+/* the measured bubble: idle share of the span of the step's compute over the copy's ranks,
+ * from each rank's busy seconds, first start and last end (x: stride doubles a rank, those
+ * three at x[0..2]) */
+static double bubble_of(const MtPipe *p, const double *x, int64_t stride)
+{
+    double lo = x[1], hi = x[2], b = 0;
+    for (int r = 0; r < p->P; r++) {
+        const double *y = x + (int64_t)r * stride;
+        lo = y[1] < lo ? y[1] : lo;
+        hi = y[2] > hi ? y[2] : hi;
+        b += y[0];
+    }
+    return hi > lo ? 1.0 - b / ((double)p->P * (hi - lo)) : 0.0;
+}
+
+/* ---- optimizer post-validation (--post-validate, mt_pipeline.h) ---- */
+
+/* the rank's blocks and loss (K doubles) and its busy, first and last time into the
+ * parity's slot, gathered over pp without waiting */
+/* the doubles of a rank's norm sums and loss: its blocks (the single-device blocks), or
+ * with tensor parallelism's blocks a part per tensor */
+static int64_t pv_sums(const MtPipe *p) { return p->tr->tc.tp ? p->tr->nparams + 1 : p->max_blocks + 1; }
+
+static void pv_post(MtPipe *p)
+{
+    int64_t K = pv_sums(p), W = K + 3;
+    double *all = p->pv_all[p->pv_parity], *mine = all + (int64_t)p->rank * W;
+    MtRequest *none = NULL;
+    if (p->tr->tc.tp)
+        tp_norm_parts(p, mine, &none);
+    else
+        norm_blocks(p, mine, &none);
+    mine[K] = p->busy_s, mine[K + 1] = p->t_first, mine[K + 2] = p->t_last;
+    p->pv_req[p->pv_parity] = mt_iallgather(p->c, MT_GROUP_PP, (const float *)mine, (float *)all, 2 * W * p->P);
+    mt_request_count_now(p->pv_req[p->pv_parity]); /* this step's traffic, though it completes in the next */
+}
+
+/* whether the update of the norm given is the one without clipping (mt_grad_clip's test) */
+static int pv_unclipped(const MtOptimConfig *oc, double norm)
+{
+    return isfinite(norm) && (oc->grad_clip <= 0.0f || oc->grad_clip / (norm + 1e-6) >= 1.0);
+}
+
+static void pv_update(MtPipe *p, double norm, float lr, int t)
+{
+    MtTrainer *tr = p->tr;
+    const MtOptimConfig *oc = &tr->tc.oc;
+    mt_grad_clip(tr->grads, tr->tc.grads_len, oc->grad_clip, norm);
+    for (int k = 0; k < p->V; k++) {
+        MtPipeChunk *ch = &p->ch[k];
+        mt_adamw_range(tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff, tr->grads + ch->loff,
+                       tr->m + ch->loff, tr->v + ch->loff, oc, lr, t);
+    }
+}
+
+/* the copy of what the pending update changed: params, m, v and the gradient it took */
+static void pv_copy(MtPipe *p, int back)
+{
+    MtTrainer *tr = p->tr;
+    int64_t n = tr->tc.grads_len;
+    float *arr[4] = {tr->params, tr->m, tr->v, tr->grads};
+    for (int i = 0; i < 4; i++)
+        if (back)
+            mt_be()->copy(arr[i], p->pv_save + (int64_t)i * n, n);
+        else
+            mt_be()->copy(p->pv_save + (int64_t)i * n, arr[i], n);
+}
+
+/* The pending step's gathered norm: its stats into st; 1 when its update (made without
+ * clipping) stands; else that update undone and made again with the norm (clipped, or as
+ * the step without post-validation makes it with a norm that is not finite), and 0: the
+ * step just computed read the wrong parameters */
+static int pv_validate(MtPipe *p, MtStepStats *st)
+{
+    MtTrainer *tr = p->tr;
+    int q = p->pv_parity ^ 1;
+    int64_t K = pv_sums(p), W = K + 3;
+    double t = mt_now();
+    pipe_req_done(p, &p->pv_req[q], 1);
+    float loss;
+    double norm = sqrt(tr->tc.tp ? tp_norm_total(p, p->pv_all[q], W, &loss) : norm_total(p, p->pv_all[q], W, &loss));
+    pipe_clock_in(p, t);
+    if (mt_comm_rank(p->c) == 0)
+        p->bubble = bubble_of(p, p->pv_all[q] + K, W);
+    *st = (MtStepStats){loss, (float)norm, p->pv_lr, p->pv_step};
+    p->pv_pending = 0;
+    if (pv_unclipped(&tr->tc.oc, norm))
+        return 1;
+    pv_copy(p, 1); /* the gradient of the step just computed goes: that step runs again */
+    pv_update(p, norm, p->pv_lr, (int)p->pv_step);
+    p->pv_rollbacks++;
+    return 0;
+}
+
+int mt_pipe_flush(MtPipe *p, MtStepStats *st)
+{
+    if (!p->pv_pending)
+        return 0;
+    pv_validate(p, st); /* between steps the pending step's slot is the other one */
+    return 1;
+}
+
+void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
+{
+    MtTrainer *tr = p->tr;
+    const MtTrainConfig *tc = &tr->tc;
+    const MtOptimConfig *oc = &tc->oc;
+    int64_t VC = tr->table[0].numel;
+    if (!rr(p))
+        mt_trainer_fill(tr, data, p->o.first_mb * tc->micro, p->o.M * tc->micro, 0);
+    for (int j = 0; rr(p) && j < p->o.M; j++) { /* round-robin: round j's micro-batch of this copy */
+        mt_trainer_fill(tr, data, (p->o.first_mb + j * p->o.mb_stride) * tc->micro, tc->micro, j * tc->micro);
+    }
+    MtRequest *wte = NULL;
+    if (p->o.post_validate) {
+        /* the previous step's update was made before its norm was known: checked here, after
+         * this step's compute; where it had to be clipped it is made again and this step's
+         * compute, which read the parameters it gave, runs again (every rank decides alike) */
+        *st = (MtStepStats){0}; /* step 0: none ready (the first step) */
+        for (;;) {
+            step_compute(p, &wte);
+            pv_post(p); /* into slot pv_parity; the pending step's is the other */
+            if (!p->pv_pending || pv_validate(p, st))
+                break;
+            double t = mt_now(); /* this attempt's gather completes before the step runs again */
+            pipe_req_done(p, &p->pv_req[p->pv_parity], 1);
+            pipe_clock_in(p, t);
+            mt_comm_reset_counters(p->c); /* the step's counters: its last attempt's */
+        }
+        /* this step's update, as if its norm needs no clipping: the state before it kept */
+        pv_copy(p, 0);
+        p->pv_lr = mt_lr_at(oc, (int)tr->step);
+        p->pv_step = tr->step + 1;
+        pv_update(p, 0.0, p->pv_lr, (int)p->pv_step);
+        p->pv_pending = 1;
+        p->pv_parity ^= 1; /* the next step posts into the other slot */
+        tr->step++;
+        return;
+    }
+    step_compute(p, &wte);
     double norm = sqrt(tc->tp ? tp_norm_and_loss(p, &st->loss, &wte) : norm_and_loss(p, &st->loss, &wte));
     float lr = mt_lr_at(oc, (int)tr->step);
     if (p->o.zero_dp > 1)
@@ -562,6 +735,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     tr->step++;
     st->grad_norm = (float)norm;
     st->lr = lr;
+    st->step = tr->step;
     /* measured bubble: idle share of the span of the step's compute, over all ranks */
     int64_t mine[3] = {(int64_t)(p->busy_s * 1e6), (int64_t)(p->t_first * 1e6), (int64_t)(p->t_last * 1e6)};
     int64_t *all = p->rank_times;

@@ -93,6 +93,7 @@ typedef struct {
 
 typedef struct {
     float loss, grad_norm, lr;
+    int64_t step; /* the step these are of (an engine that reports a step late: 0, none yet) */
 } MtStepStats;
 
 /* The trainer's table for tc (offsets into its flat arrays, units padded to unit_align; a
