@@ -2,7 +2,7 @@
 """`meshtrain plan` against published large runs (issue 28), a table per source:
 
     python3 bench/plan_validate.py [--meshtrain build/meshtrain] [--cluster a100-80g]
-        [--fit] [--shared ../shared/planner]
+        [--fit] [--shared ../shared/planner] [--untie [--post-validate ZB-1p ZB-2p]]
 
 1. Megatron-LM 2021, Table 1 (megatron2021-table1.csv): each row's model, GPUs, tp, pp and
    batch fixed (dp = GPUs / (tp pp), ZeRO 0 and no sequence parallelism, as Megatron ran
@@ -21,6 +21,11 @@
    per chunk (the layer counts are chunks x stages - 2: the first chunk holds the
    embedding alone, the last the head alone, `--stage-layers 0,1,...,1,0`).  Targets: throughput within 10% per cell, the schedules' order
    right in 90% of the (model, m) groups, peak memory within 10%.
+   --untie runs Table 4 on the untied model (--untie-embeddings, as the Zero Bubble
+   repository's scripts train), --post-validate SCHEDULE... adds meshtrain's optimizer
+   post-validation to those schedules' rows (the paper's ZB schedules bypass the step's
+   synchronisation so): its time overlaps the steps, its memory counts the state kept for
+   the rollback (16 bytes per parameter, resident), which the paper's figures do not show.
 3. Search speed: the 175B-shaped model on 4096 devices of the cluster, every layout.
 
 Every *.csv of --shared is checked, each by its columns (the two kinds above; `seq_len` and
@@ -137,6 +142,10 @@ def zerobubble(args, path=None):
                  "--stage-layers", cut,
                  "--micro-batch-size", mb, "--schedule", sched, "--recompute", "none", "--attention", "unfused",
                  "--precision", "bf16", "--top", 1] + (["--virtual-stages", V] if V > 1 else [])
+        if args.untie:  # the Zero Bubble repository's scripts untie the head
+            flags += ["--untie-embeddings"]
+        if r["schedule"] in args.post_validate:  # and bypass the step's synchronisation on their schedules
+            flags += ["--post-validate"]
         best, err = plan(args, flags)
         pub, pubm = float(r["samples_per_gpu_s"]), float(r["peak_mem_gb"])
         if best is None:
@@ -215,6 +224,10 @@ def main():
     ap.add_argument("--cluster", default="a100-80g")
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared", "planner"))
     ap.add_argument("--fit", action="store_true")
+    ap.add_argument("--untie", action="store_true",
+                    help="Zero Bubble Table 4 on the untied model (--untie-embeddings, as its repository's scripts)")
+    ap.add_argument("--post-validate", nargs="*", default=[], metavar="SCHEDULE",
+                    help="those of its schedules (ZB-1p, ZB-2p) with --post-validate (needs --untie)")
     ap.add_argument("--csv", nargs="*", help="these tables instead of every *.csv of --shared")
     args = ap.parse_args()
     if args.fit:

@@ -134,6 +134,54 @@ static void test_uniform_bubble(void)
         }
 }
 
+/* Post-validation's overlapped steps: the saving never makes a step shorter than its
+ * busiest rank's compute and is never negative */
+static void test_overlap(void)
+{
+    int runs = 0;
+    for (int k = MT_SCHED_GPIPE; k < MT_NSCHED; k++)
+        for (int P = 2; P <= 8; P *= 2)
+            for (int M = P; M <= 4 * P; M += P) {
+                int V = k == MT_SCHED_INTERLEAVED ? 2 : 1, S = P * V;
+                MtSchedule s = {k, P, M, V, 1};
+                double stage[3 * 16], span, busy, saving, work = 0;
+                for (int v = 0; v < S; v++) {
+                    stage[3 * v] = 1.0 + 0.25 * (v % 3), stage[3 * v + 1] = 2.0, stage[3 * v + 2] = 1.0;
+                    if (!mt_schedule_split(k))
+                        stage[3 * v + 1] += stage[3 * v + 2], stage[3 * v + 2] = 0.0;
+                }
+                for (int r = 0; r < P; r++) {
+                    double w = 0;
+                    for (int c = 0; c < V; c++)
+                        w += stage[3 * (c * P + r)] + stage[3 * (c * P + r) + 1] + stage[3 * (c * P + r) + 2];
+                    work = w > work ? w : work;
+                }
+                CHECK(mt_cost_pipeline(&s, stage, &span, &busy) == MT_OK &&
+                      mt_cost_pipeline_overlap(&s, stage, &saving) == MT_OK, "%s P%d M%d", mt_schedule_name(k), P, M);
+                CHECK(saving >= -1e-9 && span - saving >= M * work - 1e-9, "%s P%d M%d: saving %g of %g (work %g)",
+                      mt_schedule_name(k), P, M, saving, span, M * work);
+                runs++;
+            }
+    /* F = B = W = 1: one step of zb or zb2 takes 3M + P - 1; overlapped, zb2 (M >= 2P, its
+     * 2P sets) runs at 3M, the bubble gone, while zb (ZB-H1) keeps it: its first stage waits
+     * inside the step, for its first backward */
+    for (int P = 2; P <= 8; P *= 2)
+        for (int M = 2 * P; M <= 4 * P; M += P)
+            for (int k = MT_SCHED_ZB; k <= MT_SCHED_ZB2; k++) {
+                MtSchedule s = {k, P, M, 1, 1};
+                double stage[3 * 8], span, busy, saving;
+                for (int v = 0; v < 3 * P; v++)
+                    stage[v] = 1.0;
+                CHECK(mt_cost_pipeline(&s, stage, &span, &busy) == MT_OK &&
+                      mt_cost_pipeline_overlap(&s, stage, &saving) == MT_OK, "%s", mt_schedule_name(k));
+                CHECK(fabs(span - (3.0 * M + P - 1)) < 1e-9, "%s P%d M%d: one step %g", mt_schedule_name(k), P, M, span);
+                double want = k == MT_SCHED_ZB2 ? 3.0 * M : 3.0 * M + P - 1;
+                CHECK(fabs(span - saving - want) < 1e-9, "%s P%d M%d: a step overlapped %g, want %g", mt_schedule_name(k),
+                      P, M, span - saving, want);
+            }
+    CHECK(runs >= 40, "%d overlapped schedules", runs);
+}
+
 static MtPlanModel model(int L, int NH, int C, int T, int V, int batch, int prec)
 {
     return (MtPlanModel){.cfg = {.V = V, .T = T, .L = L, .NH = NH, .C = C}, .batch = batch, .seq = T, .prec = prec,
@@ -233,6 +281,7 @@ static void test_node_full(void)
 
 int main(void)
 {
+    test_overlap();
     test_cluster_files();
     test_links();
     test_extrapolation();

@@ -14,7 +14,7 @@
 
 typedef struct {
     const char *model, *cluster, *precision, *attention, *schedule, *recompute, *svg, *data, *stage_layers, *calibration;
-    int layers, heads, dim, seq_len, vocab, batch, nodes, devices, top, json, explain, all, untie;
+    int layers, heads, dim, seq_len, vocab, batch, nodes, devices, top, json, explain, all, untie, post_validate;
     int dp, tp, pp, zero, shard, vstages, micro, seqpar, no_seqpar, accum_blocks;
 } PlanArgs;
 
@@ -201,6 +201,8 @@ int mt_cmd_plan(int argc, char **argv)
         {"seq-len", FLAG_INT, &a.seq_len, "tokens per sequence"},
         {"vocab", FLAG_INT, &a.vocab, "vocabulary size"},
         {"untie-embeddings", FLAG_BOOL, &a.untie, "the LM head has its own weight (train's --untie-embeddings)"},
+        {"post-validate", FLAG_BOOL, &a.post_validate, "every pipeline layout with train's --post-validate (its steps "
+         "overlap; needs --untie-embeddings)"},
         {"batch-size", FLAG_INT, &a.batch, "sequences per optimizer step, over all devices"},
         {"cluster", FLAG_STR, &a.cluster, "a built-in cluster (a100-80g, h100-80g), this-machine (measured: "
          "--calibration, or meshtrain calibrate run first) or a cluster file (JSON, docs/planner.md)", "NAME|FILE"},
@@ -300,7 +302,8 @@ int mt_cmd_plan(int argc, char **argv)
                       .zero = SET("zero") ? a.zero : -1, .shard = SET("shard-size") ? a.shard : -1,
                       .sched = -1, .V = SET("virtual-stages") ? a.vstages : -1,
                       .micro = SET("micro-batch-size") ? a.micro : -1, .recompute = -1,
-                      .seqpar = a.seqpar ? 1 : a.no_seqpar ? 0 : -1, .accum_blocks = SET("accum-blocks") ? a.accum_blocks : -1};
+                      .seqpar = a.seqpar ? 1 : a.no_seqpar ? 0 : -1, .accum_blocks = SET("accum-blocks") ? a.accum_blocks : -1,
+                      .post_validate = a.post_validate};
     int given[MT_MAX_STAGES];
     if (a.stage_layers) {
         if ((s = mt_flags_int_list("stage-layers", a.stage_layers, given, MT_MAX_STAGES, &fx.nstage)) != MT_OK)

@@ -74,7 +74,7 @@ static int predict(const MtTrainConfig *tc, const MtEngineLayout *l, const char 
                        .sched = l->pp > 1 ? l->po.kind : MT_SCHED_1F1B, .V = l->pp > 1 ? l->po.V : 1,
                        .micro = tc->micro, .recompute = tc->recompute, .seqpar = l->seqpar,
                        .stage_layers = l->pp > 1 && l->po.given ? l->po.stage_layers : NULL,
-                       .nstage = l->pp > 1 && l->po.given ? l->pp * l->po.V : 0};
+                       .nstage = l->pp > 1 && l->po.given ? l->pp * l->po.V : 0, .post_validate = l->po.post_validate};
     MtStepTime t;
     if ((s = mt_plan_time(&m, &pl, cl, INFINITY, &t)) != MT_OK) {
         free(cl);

@@ -156,7 +156,8 @@ MtStatus mt_plan_mem(const MtPlanModel *m, const MtPlanLayout *l, const MtTrainC
             x[MT_PMEM_OPTIM] = (double)b[MT_MEM_OPTIM];
             x[MT_PMEM_ACTS] = (double)b[MT_MEM_ACTS];
         } else {
-            double pf = b[MT_MEM_PARAMS] / 4.0, master = b[MT_MEM_OPTIM] / 8.0;
+            /* post-validation's kept state (16 bytes a parameter, no ZeRO) is optimizer state too */
+            double pf = b[MT_MEM_PARAMS] / 4.0, master = (b[MT_MEM_OPTIM] - (l->post_validate ? 4.0 * b[MT_MEM_PARAMS] : 0.0)) / 8.0;
             int prank = c->ranks[i] / (l->dp * l->tp);
             x[MT_PMEM_PARAMS] = 2.0 * pf + 4.0 * master;
             x[MT_PMEM_GRADS] = (double)b[MT_MEM_GRADS];

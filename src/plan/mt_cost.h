@@ -45,6 +45,7 @@ typedef struct {
     int seqpar;
     const int *stage_layers; /* blocks per virtual stage (nstage of them: the engine checks pp x V), or NULL: even */
     int nstage;
+    int post_validate; /* --post-validate: a pipeline's steps overlap (mt_pipeline.h) */
 } MtPlanLayout;
 
 /* The step's time on the critical rank, seconds, by term; step is their sum. */
@@ -84,6 +85,10 @@ double mt_cost_coll(const MtCluster *cl, MtLink link, int kind, int n, double by
  * for each further one, or the last P's slope where steeper (within 1% of full runs in the
  * tests; exact once the busiest rank is saturated). */
 MtStatus mt_cost_pipeline(const MtSchedule *s, const double *stage, double *makespan, double *busy);
+/* With post-validation (--post-validate) a step's warm-up runs under the last one's
+ * cool-down: by how much a step of schedule s with those stage costs is shorter than its
+ * makespan, from two steps simulated back to back (0 where nothing overlaps). */
+MtStatus mt_cost_pipeline_overlap(const MtSchedule *s, const double *stage, double *saving);
 
 /* ---- the models ---- */
 

@@ -31,7 +31,9 @@ void mt_plan_train_flags(const MtPlanModel *m, const MtPlanLayout *l, const char
     if (l->seqpar && k < (int)n)
         k += snprintf(buf + k, n - k, " --sequence-parallel");
     if (c->untied && k < (int)n)
-        snprintf(buf + k, n - k, " --untie-embeddings");
+        k += snprintf(buf + k, n - k, " --untie-embeddings");
+    if (l->post_validate && k < (int)n)
+        snprintf(buf + k, n - k, " --post-validate");
 }
 
 void mt_plan_one(const MtPlanModel *m, const MtCluster *cl, const MtPlanLayout *l, int accum_blocks, double bound,
@@ -50,7 +52,7 @@ void mt_plan_one(const MtPlanModel *m, const MtCluster *cl, const MtPlanLayout *
                           .seqpar = l->seqpar, .schedule = mt_schedule_name(l->pp > 1 ? l->sched : MT_SCHED_1F1B),
                           .vstages = l->pp > 1 ? l->V : 1, .bucket_mb = 25.0f, .accum_blocks = accum_blocks,
                           .stage_layers = l->pp > 1 ? l->stage_layers : NULL,
-                          .nstage = l->pp > 1 && l->stage_layers ? l->nstage : 0};
+                          .nstage = l->pp > 1 && l->stage_layers ? l->nstage : 0, .post_validate = l->post_validate};
     MtEngineLayout el;
     int part;
     if (l->pp > MT_MAX_STAGES) {
@@ -170,7 +172,8 @@ MtStatus mt_plan_search(const MtPlanModel *m, const MtCluster *cl, int devices, 
                                                       .shard = fx->shard >= 0 ? fx->shard : 0,
                                                       .sched = pp > 1 ? sk : MT_SCHED_1F1B, .V = V, .micro = micro,
                                                       .recompute = rc, .seqpar = sp,
-                                                      .stage_layers = fx->stage_layers, .nstage = fx->nstage};
+                                                      .stage_layers = fx->stage_layers, .nstage = fx->nstage,
+                                                      .post_validate = fx->post_validate && pp > 1};
                                     int i = add(r, &cap);
                                     if (i < 0) {
                                         free(best);
