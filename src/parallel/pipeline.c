@@ -619,7 +619,8 @@ static int pv_unclipped(const MtOptimConfig *oc, double norm)
     return isfinite(norm) && (oc->grad_clip <= 0.0f || oc->grad_clip / (norm + 1e-6) >= 1.0);
 }
 
-static void pv_update(MtPipe *p, double norm, float lr, int t)
+/* the clip and AdamW on the rank's chunks (without ZeRO) */
+static void stage_update(MtPipe *p, double norm, float lr, int t)
 {
     MtTrainer *tr = p->tr;
     const MtOptimConfig *oc = &tr->tc.oc;
@@ -665,7 +666,7 @@ static int pv_validate(MtPipe *p, MtStepStats *st)
     if (pv_unclipped(&tr->tc.oc, norm))
         return 1;
     pv_copy(p, 1); /* the gradient of the step just computed goes: that step runs again */
-    pv_update(p, norm, p->pv_lr, (int)p->pv_step);
+    stage_update(p, norm, p->pv_lr, (int)p->pv_step);
     p->pv_rollbacks++;
     return 0;
 }
@@ -709,7 +710,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
         pv_copy(p, 0);
         p->pv_lr = mt_lr_at(oc, (int)tr->step);
         p->pv_step = tr->step + 1;
-        pv_update(p, 0.0, p->pv_lr, (int)p->pv_step);
+        stage_update(p, 0.0, p->pv_lr, (int)p->pv_step);
         p->pv_pending = 1;
         p->pv_parity ^= 1; /* the next step posts into the other slot */
         tr->step++;
@@ -720,14 +721,8 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     float lr = mt_lr_at(oc, (int)tr->step);
     if (p->o.zero_dp > 1)
         pipe_zero_update(p, norm, lr);
-    else {
-        mt_grad_clip(tr->grads, tc->grads_len, oc->grad_clip, norm);
-        for (int k = 0; k < p->V; k++) {
-            MtPipeChunk *ch = &p->ch[k];
-            mt_adamw_range(tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff, tr->grads + ch->loff,
-                           tr->m + ch->loff, tr->v + ch->loff, oc, lr, (int)tr->step + 1);
-        }
-    }
+    else
+        stage_update(p, norm, lr, (int)tr->step + 1);
     if (p->wte) { /* the replica takes the same step as the first stage's wte */
         mt_grad_clip(p->wbuf[0], VC, oc->grad_clip, norm);
         mt_adamw_range(tr->table, tr->nparams, 0, VC, p->wte, p->wbuf[0], p->wte_m, p->wte_v, oc, lr, (int)tr->step + 1);
