@@ -38,7 +38,13 @@ typedef struct {
     float step_size; /* lr / (1 - beta1^t) */
     float bc2_sqrt;  /* sqrt(1 - beta2^t) */
     float decay;     /* 1 - lr * weight_decay for decayed tensors, else 1 */
+    int part;        /* what the step writes (MT_ADAMW_*): the same arithmetic whichever */
 } MtAdamwCoef;
+
+/* MT_ADAMW_ALL: the parameters and both moments; MT_ADAMW_PARAMS: the parameters only, the
+ * moments left as they were (post-validation's update before its check); MT_ADAMW_MOMENTS:
+ * the moments only (the same update once checked: its parameters are already written) */
+enum { MT_ADAMW_ALL = 0, MT_ADAMW_PARAMS = 1, MT_ADAMW_MOMENTS = 2 };
 
 enum { MT_BE_ADD_DINP = 1, MT_BE_ADD_DW = 2 }; /* matmul_backward's `add` (= MT_ADD_DINP, MT_ADD_DW) */
 

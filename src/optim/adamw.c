@@ -92,7 +92,13 @@ void mt_grad_clip(float *g, int64_t n, float clip, double norm)
 void mt_adamw_range(const MtParam *table, int nparams, int64_t lo, int64_t hi, float *params,
                     const float *grads, float *m, float *v, const MtOptimConfig *oc, float lr, int t)
 {
-    MtAdamwCoef k = {oc->beta1, oc->beta2, oc->eps, 0.0f, 0.0f, 1.0f};
+    mt_adamw_range_part(table, nparams, lo, hi, params, grads, m, v, oc, lr, t, MT_ADAMW_ALL);
+}
+
+void mt_adamw_range_part(const MtParam *table, int nparams, int64_t lo, int64_t hi, float *params,
+                         const float *grads, float *m, float *v, const MtOptimConfig *oc, float lr, int t, int part)
+{
+    MtAdamwCoef k = {oc->beta1, oc->beta2, oc->eps, 0.0f, 0.0f, 1.0f, part};
     float bc1 = 1.0f - powf(oc->beta1, (float)t), bc2 = 1.0f - powf(oc->beta2, (float)t);
     k.step_size = lr / bc1;
     k.bc2_sqrt = sqrtf(bc2);

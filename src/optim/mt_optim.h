@@ -59,6 +59,12 @@ void mt_adamw_step(const MtParam *table, int nparams, float *params, const float
  * lo (a shard); elements of the range that belong to no tensor (padding) are left alone. */
 void mt_adamw_range(const MtParam *table, int nparams, int64_t lo, int64_t hi, float *params,
                     const float *grads, float *m, float *v, const MtOptimConfig *oc, float lr, int t);
+/* The same writing only part of its results (MT_ADAMW_ALL, MT_ADAMW_PARAMS: the parameters, the
+ * moments left; MT_ADAMW_MOMENTS: the moments, the parameters left), each value computed as
+ * MT_ADAMW_ALL computes it: PARAMS then MOMENTS from the same state and gradient writes
+ * MT_ADAMW_ALL's bits. */
+void mt_adamw_range_part(const MtParam *table, int nparams, int64_t lo, int64_t hi, float *params,
+                         const float *grads, float *m, float *v, const MtOptimConfig *oc, float lr, int t, int part);
 
 /* The gradient norm under K blocks (tp_norm.c).  One device's sum of squares, defined for any K: each
  * split tensor as the pairwise tree over its K slices (the slices of tp = K), each slice

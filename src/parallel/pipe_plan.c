@@ -13,8 +13,8 @@ void mt_pipe_plan(const MtTrainConfig *tc, const MtPipeOptions *o, int P, int ra
     int64_t ulen = pipe_leaf_unit_floats(tc, o, P, rank);
     if (!rrm) /* the tree's temporaries (round-robin: on shards, below), the leaf buffer whole or unit by unit */
         bytes[MT_MEM_GRADS] += 4 * ((int64_t)(ngbuf - 1 - (ulen > 0)) * tc->grads_len + ulen);
-    if (o->post_validate) /* the state before the pending update: parameters, moments, gradient */
-        bytes[MT_MEM_OPTIM] += 16 * tc->grads_len;
+    if (o->post_validate) /* what the pending update keeps: the parameters before it, its gradient */
+        bytes[MT_MEM_OPTIM] += 8 * tc->grads_len;
     MtSchedule s = {o->kind, P, o->M, o->V, tc->cfg.untied};
     MtAction *list = malloc(sizeof(MtAction) * (size_t)mt_schedule_max_actions(&s));
     MT_ASSERT(list, "out of memory");

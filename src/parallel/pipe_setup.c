@@ -362,7 +362,7 @@ MtStatus mt_pipe_init(MtPipe *p, MtTrainer *tr, MtComm *c, const MtPipeOptions *
             if (!(p->pv_all[i] = calloc((size_t)((tc->tp ? tr->nparams + 1 : p->max_blocks + 1) + 3) * p->P,
                                         sizeof(double))))
                 goto oom;
-        if (!(p->pv_save = pipe_alloc(p, MT_MEM_OPTIM, 4 * tc->grads_len)))
+        if (!(p->pv_save = pipe_alloc(p, MT_MEM_OPTIM, 2 * tc->grads_len)))
             goto oom;
     }
     return MT_OK;
@@ -457,7 +457,7 @@ void mt_pipe_free(MtPipe *p)
         free(p->pv_all[i]);
     }
     if (p->pv_save)
-        pipe_free_buf(p, MT_MEM_OPTIM, p->pv_save, 4 * p->tr->tc.grads_len);
+        pipe_free_buf(p, MT_MEM_OPTIM, p->pv_save, 2 * p->tr->tc.grads_len);
     memset(p, 0, sizeof *p);
 }
 

@@ -619,26 +619,33 @@ static int pv_unclipped(const MtOptimConfig *oc, double norm)
     return isfinite(norm) && (oc->grad_clip <= 0.0f || oc->grad_clip / (norm + 1e-6) >= 1.0);
 }
 
-/* the clip and AdamW on the rank's chunks (without ZeRO) */
-static void stage_update(MtPipe *p, double norm, float lr, int t)
+/* The clip and AdamW on the rank's chunks (without ZeRO).  part (MT_ADAMW_*): ALL clips with
+ * the norm and writes everything; post-validation's update before its check writes the
+ * parameters only (PARAMS: as if the norm needs no clipping), and once checked the moments
+ * (MOMENTS) from the same state and the gradient kept: together ALL's bits. */
+static void stage_update(MtPipe *p, double norm, float lr, int t, int part)
 {
     MtTrainer *tr = p->tr;
     const MtOptimConfig *oc = &tr->tc.oc;
-    mt_grad_clip(tr->grads, tr->tc.grads_len, oc->grad_clip, norm);
+    const float *g = part == MT_ADAMW_MOMENTS ? p->pv_save + tr->tc.grads_len : tr->grads;
+    if (part == MT_ADAMW_ALL)
+        mt_grad_clip(tr->grads, tr->tc.grads_len, oc->grad_clip, norm);
     for (int k = 0; k < p->V; k++) {
         MtPipeChunk *ch = &p->ch[k];
-        mt_adamw_range(tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff, tr->grads + ch->loff,
-                       tr->m + ch->loff, tr->v + ch->loff, oc, lr, t);
+        mt_adamw_range_part(tr->table, tr->nparams, ch->lo, ch->hi, tr->params + ch->loff, g + ch->loff,
+                            tr->m + ch->loff, tr->v + ch->loff, oc, lr, t, part);
     }
 }
 
-/* the copy of what the pending update changed: params, m, v and the gradient it took */
+/* what the pending update needs kept (8 bytes a parameter): the parameters before it (it
+ * writes them at once) and the gradient it took (the next step's is summed in its place);
+ * the moments are left as they were until the check */
 static void pv_copy(MtPipe *p, int back)
 {
     MtTrainer *tr = p->tr;
     int64_t n = tr->tc.grads_len;
-    float *arr[4] = {tr->params, tr->m, tr->v, tr->grads};
-    for (int i = 0; i < 4; i++)
+    float *arr[2] = {tr->params, tr->grads};
+    for (int i = 0; i < 2; i++)
         if (back)
             mt_be()->copy(arr[i], p->pv_save + (int64_t)i * n, n);
         else
@@ -646,9 +653,9 @@ static void pv_copy(MtPipe *p, int back)
 }
 
 /* The pending step's gathered norm: its stats into st; 1 when its update (made without
- * clipping) stands; else that update undone and made again with the norm (clipped, or as
- * the step without post-validation makes it with a norm that is not finite), and 0: the
- * step just computed read the wrong parameters */
+ * clipping) stands, its moments then written; else that update undone and made again with
+ * the norm (clipped, or as the step without post-validation makes it with a norm that is
+ * not finite), and 0: the step just computed read the wrong parameters */
 static int pv_validate(MtPipe *p, MtStepStats *st)
 {
     MtTrainer *tr = p->tr;
@@ -663,10 +670,12 @@ static int pv_validate(MtPipe *p, MtStepStats *st)
         p->bubble = bubble_of(p, p->pv_all[q] + K, W);
     *st = (MtStepStats){loss, (float)norm, p->pv_lr, p->pv_step};
     p->pv_pending = 0;
-    if (pv_unclipped(&tr->tc.oc, norm))
+    if (pv_unclipped(&tr->tc.oc, norm)) {
+        stage_update(p, norm, p->pv_lr, (int)p->pv_step, MT_ADAMW_MOMENTS);
         return 1;
+    }
     pv_copy(p, 1); /* the gradient of the step just computed goes: that step runs again */
-    stage_update(p, norm, p->pv_lr, (int)p->pv_step);
+    stage_update(p, norm, p->pv_lr, (int)p->pv_step, MT_ADAMW_ALL);
     p->pv_rollbacks++;
     return 0;
 }
@@ -710,7 +719,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
         pv_copy(p, 0);
         p->pv_lr = mt_lr_at(oc, (int)tr->step);
         p->pv_step = tr->step + 1;
-        stage_update(p, 0.0, p->pv_lr, (int)p->pv_step);
+        stage_update(p, 0.0, p->pv_lr, (int)p->pv_step, MT_ADAMW_PARAMS);
         p->pv_pending = 1;
         p->pv_parity ^= 1; /* the next step posts into the other slot */
         tr->step++;
@@ -722,7 +731,7 @@ void mt_pipe_step(MtPipe *p, const MtTokens *data, MtStepStats *st)
     if (p->o.zero_dp > 1)
         pipe_zero_update(p, norm, lr);
     else
-        stage_update(p, norm, lr, (int)tr->step + 1);
+        stage_update(p, norm, lr, (int)tr->step + 1, MT_ADAMW_ALL);
     if (p->wte) { /* the replica takes the same step as the first stage's wte */
         mt_grad_clip(p->wbuf[0], VC, oc->grad_clip, norm);
         mt_adamw_range(tr->table, tr->nparams, 0, VC, p->wte, p->wbuf[0], p->wte_m, p->wte_v, oc, lr, (int)tr->step + 1);

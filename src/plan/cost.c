@@ -398,8 +398,12 @@ static MtStatus time_model(const MtPlanModel *m, const MtPlanLayout *l, const Mt
     }
     t->dp = dp;
     /* the optimizer over the rank's shard: read p, g, m, v, write p, m, v (and the bf16 copy), the norm's read */
-    double shard = l->zero > 0 && D > 1 ? F / Sh : F;
-    t->optimizer = mt_cost_stream(cl, shard * (28.0 + (m->prec == MT_PREC_BF16 ? 2.0 : 0.0) + 4.0)) / x.mspeed;
+    double shard = l->zero > 0 && D > 1 ? F / Sh : F, bf = m->prec == MT_PREC_BF16;
+    double per = 28.0 + (bf ? 2.0 : 0.0) + 4.0;
+    if (P > 1 && l->post_validate) /* the kept copies, the update writing the parameters, then the moments once checked
+                                    * (fp32: p and g copied 16, update 20, moments 20, norm 4; bf16: g 8, 18, 28, 4) */
+        per = bf ? 58.0 : 60.0;
+    t->optimizer = mt_cost_stream(cl, shard * per) / x.mspeed;
     /* a lower bound without the simulation: the critical rank's work; above `bound` the
      * layout cannot be among the fastest and is not simulated */
     double lower = M * work[crit] + t->dp + t->optimizer;

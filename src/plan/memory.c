@@ -156,12 +156,16 @@ MtStatus mt_plan_mem(const MtPlanModel *m, const MtPlanLayout *l, const MtTrainC
             x[MT_PMEM_OPTIM] = (double)b[MT_MEM_OPTIM];
             x[MT_PMEM_ACTS] = (double)b[MT_MEM_ACTS];
         } else {
-            /* post-validation's kept state (16 bytes a parameter, no ZeRO) is optimizer state too */
-            double pf = b[MT_MEM_PARAMS] / 4.0, master = (b[MT_MEM_OPTIM] - (l->post_validate ? 4.0 * b[MT_MEM_PARAMS] : 0.0)) / 8.0;
+            /* post-validation's kept state is optimizer state too: in fp32 the parameters before
+             * the pending update and its gradient (8 bytes a parameter, no ZeRO); in bf16 the
+             * gradient only (4 bytes), the update written to the bf16 copy and the fp32 master
+             * left until the check */
+            double pf = b[MT_MEM_PARAMS] / 4.0, kept = l->post_validate ? 2.0 * b[MT_MEM_PARAMS] : 0.0;
+            double master = (b[MT_MEM_OPTIM] - kept) / 8.0;
             int prank = c->ranks[i] / (l->dp * l->tp);
             x[MT_PMEM_PARAMS] = 2.0 * pf + 4.0 * master;
             x[MT_PMEM_GRADS] = (double)b[MT_MEM_GRADS];
-            x[MT_PMEM_OPTIM] = (double)b[MT_MEM_OPTIM];
+            x[MT_PMEM_OPTIM] = (double)b[MT_MEM_OPTIM] - kept + (l->post_validate ? 4.0 * pf : 0.0);
             x[MT_PMEM_ACTS] = bf16_acts(m, l, &el->po, prank);
             double msg = 2.0 * m->seq * l->micro * m->cfg.C / (l->seqpar ? l->tp : 1);
             x[MT_PMEM_COMM] = (l->dp > 1 ? 2.0 * 25.0 * 1048576.0 : 0.0) + (l->pp > 1 ? 4.0 * msg : 0.0) +

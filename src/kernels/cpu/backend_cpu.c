@@ -43,15 +43,20 @@ static void cpu_adamw(float *x, const float *g, float *m, float *v, int64_t n, c
 {
     float b1 = k->beta1, b2 = k->beta2, eps = k->eps, step_size = k->step_size, bc2_sqrt = k->bc2_sqrt;
     float decay = k->decay;
+    int moments = k->part != MT_ADAMW_PARAMS, params = k->part != MT_ADAMW_MOMENTS;
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i];
         float mi = b1 * m[i] + (1.0f - b1) * gi;
         float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        x[i] = x[i] * decay - step_size * mi / denom;
+        if (moments) {
+            m[i] = mi;
+            v[i] = vi;
+        }
+        if (params) {
+            float denom = sqrtf(vi) / bc2_sqrt + eps;
+            x[i] = x[i] * decay - step_size * mi / denom;
+        }
     }
 }
 
