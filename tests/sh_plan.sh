@@ -15,9 +15,11 @@ $MT_BIN prepare --input "$T/text.txt" --out "$T/data" > /dev/null
 MODEL=(--layers 4 --heads 4 --dim 32 --seq-len 16 --vocab 256)
 
 # ---- the rule book: the planner's verdict against train's, layout by layout ----
-for x in "4 8" "6 12"; do
-  read -r dev batch <<< "$x"
-  $MT_BIN plan "${MODEL[@]}" --batch-size $batch --devices $dev --all --json --precision fp32 --data "$T/data" \
+# (and an untied model's pipelines on 4: post-validation searched, refused with ZeRO over copies)
+for x in "4 8" "6 12" "4 8 --untie-embeddings --pp 2 --recompute none --micro-batch-size 1"; do
+  read -r dev batch more <<< "$x"
+  # shellcheck disable=SC2086
+  $MT_BIN plan "${MODEL[@]}" --batch-size $batch --devices $dev --all --json --precision fp32 --data "$T/data" $more \
     > "$T/all$dev.jsonl"
   n=0 agree=0
   while IFS= read -r line; do
@@ -41,7 +43,15 @@ for x in "4 8" "6 12"; do
   refused=$(grep -c '"fits": false' "$T/all$dev.jsonl" || true)
   [ "$n" -gt 50 ] && [ "$fits" -gt 20 ] && [ "$refused" -gt 20 ] && pass \
     || fail "$dev devices: only $n layouts ($fits fit, $refused not)"
-  echo "rule book, $dev devices: $agree of $n layouts agree with train ($fits fit, $refused refused)"
+  echo "rule book, $dev devices${more:+ ($more)}: $agree of $n layouts agree with train ($fits fit, $refused refused)"
+done
+# the untied pipelines: both with and without post-validation considered, each fitting pair
+grep -q '"post_validate": true, "fits": true' "$T/all4.jsonl" && grep -q '"post_validate": false, "fits": true' \
+  "$T/all4.jsonl" && pass || fail "untied pp 2: post-validation not searched both ways"
+for f in "--post-validate:false" "--no-post-validate:true"; do
+  $MT_BIN plan "${MODEL[@]}" --batch-size 8 --devices 4 --all --json --precision fp32 --untie-embeddings --pp 2 \
+    ${f%%:*} > "$T/pv.jsonl" && ! grep -q "\"post_validate\": ${f#*:}" "$T/pv.jsonl" && [ -s "$T/pv.jsonl" ] && pass \
+    || fail "plan ${f%%:*} lists layouts with post_validate ${f#*:}"
 done
 
 # ---- memory: the plan's fullest rank against a run of its own command ----
@@ -165,6 +175,8 @@ expect_bad_input "a model that fits no layout" $MT_BIN plan --layers 96 --heads 
 grep -q "smallest peak is .* GB (dp" "$T/err" && pass || fail "no smallest memory: $(cat "$T/err")"
 expect_bad_input "degrees that do not make the devices" $MT_BIN plan --model gpt2 --devices 8 --dp 2 --tp 2 --pp 1
 expect_bad_input "sequence parallel both ways" $MT_BIN plan --model gpt2 --devices 8 --sequence-parallel --no-sequence-parallel
+expect_bad_input "post-validation both ways" $MT_BIN plan --model gpt2 --devices 8 --untie-embeddings --post-validate \
+  --no-post-validate
 expect_bad_input "--model and --layers" $MT_BIN plan --model gpt2 --layers 4 --devices 8
 expect_bad_input "neither --nodes nor --devices" $MT_BIN plan --model gpt2
 expect_bad_input "an unknown precision" $MT_BIN plan --model gpt2 --devices 8 --precision fp8

@@ -241,6 +241,38 @@ static void test_search(void)
     CHECK(er.mem.bytes[MT_PMEM_ACTS] < e.mem.bytes[MT_PMEM_ACTS] && er.time.recompute > 0 &&
               er.time.step > e.time.step, "full recomputation: %g vs %g bytes", er.mem.bytes[MT_PMEM_ACTS],
           e.mem.bytes[MT_PMEM_ACTS]);
+    /* post-validation in bf16 keeps the pending update's gradient, 4 bytes a parameter (the
+     * update goes to the bf16 copy, the master waits for the check), counted as optimizer
+     * state; its steps overlap, zb2's bubble mostly gone; its optimizer makes two passes */
+    MtPlanModel um = m;
+    um.cfg.untied = 1;
+    um.batch = 64;
+    MtPlanLayout p0 = {.dp = 1, .tp = 1, .pp = 4, .sched = MT_SCHED_ZB2, .V = 1, .micro = 1}, p1 = p0;
+    p1.post_validate = 1;
+    MtPlanEntry e0, e1;
+    mt_plan_one(&um, &cl, &p0, -1, INFINITY, &e0);
+    mt_plan_one(&um, &cl, &p1, -1, INFINITY, &e1);
+    CHECK(e0.verdict == MT_PLAN_OK && e1.verdict == MT_PLAN_OK && e0.mem.rank == e1.mem.rank, "pp 4 zb2 untied: %s %s",
+          e0.why, e1.why);
+    CHECK_CLOSE(e1.mem.bytes[MT_PMEM_OPTIM] - e0.mem.bytes[MT_PMEM_OPTIM], e0.mem.bytes[MT_PMEM_PARAMS] * 4.0 / 6.0,
+                1e-9, 0, "post-validation's kept gradient: 4 bytes a parameter");
+    CHECK(e1.mem.bytes[MT_PMEM_PARAMS] == e0.mem.bytes[MT_PMEM_PARAMS], "the parameters as without");
+    CHECK(e1.time.bubble < 0.5 * e0.time.bubble && e1.time.step < e0.time.step && e1.time.optimizer > e0.time.optimizer,
+          "post-validated zb2: bubble %g vs %g s, step %g vs %g s", e1.time.bubble, e0.time.bubble, e1.time.step,
+          e0.time.step);
+    /* the search tries both where the model is untied, neither where tied */
+    MtPlanFixed pf = {-1, -1, 4, 0, -1, MT_SCHED_ZB2, -1, 1, 0, -1, -1, NULL, 0, -1};
+    MtPlanResult pr;
+    int with = 0, without = 0;
+    CHECK(mt_plan_search(&um, &cl, 4, &pf, 0, &pr) == MT_OK, "untied search");
+    for (int i = 0; i < pr.n; i++)
+        with += pr.e[i].l.post_validate, without += !pr.e[i].l.post_validate;
+    CHECK(with == 1 && without == 1 && pr.e[0].l.post_validate, "untied pp 4 zb2: %d with, %d without, first %d", with,
+          without, pr.e[0].l.post_validate);
+    mt_plan_result_free(&pr);
+    CHECK(mt_plan_search(&m, &cl, 4, &pf, 0, &pr) == MT_OK && pr.n == 1 && !pr.e[0].l.post_validate,
+          "tied: %d layouts", pr.n);
+    mt_plan_result_free(&pr);
     /* tp 8 across two nodes' worth of ranks is slower than inside one */
     MtPlanModel big = model(8, 16, 4096, 2048, 51200, 64, MT_PREC_BF16);
     MtPlanLayout tp8 = {.dp = 2, .tp = 8, .pp = 1, .sched = MT_SCHED_1F1B, .V = 1, .micro = 1};

@@ -14,7 +14,7 @@
 
 typedef struct {
     const char *model, *cluster, *precision, *attention, *schedule, *recompute, *svg, *data, *stage_layers, *calibration;
-    int layers, heads, dim, seq_len, vocab, batch, nodes, devices, top, json, explain, all, untie, post_validate;
+    int layers, heads, dim, seq_len, vocab, batch, nodes, devices, top, json, explain, all, untie, post_validate, no_post_validate;
     int dp, tp, pp, zero, shard, vstages, micro, seqpar, no_seqpar, accum_blocks;
 } PlanArgs;
 
@@ -41,9 +41,9 @@ static void sched_str(const MtPlanLayout *l, char *b, size_t n)
     if (l->pp == 1)
         snprintf(b, n, "-");
     else if (l->V > 1)
-        snprintf(b, n, "%s V%d", mt_schedule_name(l->sched), l->V);
+        snprintf(b, n, "%s V%d%s", mt_schedule_name(l->sched), l->V, l->post_validate ? " pv" : "");
     else
-        snprintf(b, n, "%s", mt_schedule_name(l->sched));
+        snprintf(b, n, "%s%s", mt_schedule_name(l->sched), l->post_validate ? " pv" : "");
 }
 
 static void print_json(const MtPlanModel *m, const MtCluster *cl, const MtPlanEntry *e, const char *data)
@@ -57,8 +57,9 @@ static void print_json(const MtPlanModel *m, const MtCluster *cl, const MtPlanEn
                   l->tp, l->pp, l->zero, l->shard > 0 ? l->shard : l->dp);
     mt_buf_json_str(&b, l->pp > 1 ? mt_schedule_name(l->sched) : NULL);
     mt_buf_printf(&b, ", \"virtual_stages\": %d, \"micro_batch_size\": %d, \"recompute\": \"%s\", "
-                  "\"sequence_parallel\": %s, \"fits\": %s, \"verdict\": \"%s\", ", l->pp > 1 ? l->V : 1, l->micro,
-                  recompute_names[l->recompute], l->seqpar ? "true" : "false",
+                  "\"sequence_parallel\": %s, \"post_validate\": %s, \"fits\": %s, \"verdict\": \"%s\", ",
+                  l->pp > 1 ? l->V : 1, l->micro, recompute_names[l->recompute], l->seqpar ? "true" : "false",
+                  l->post_validate ? "true" : "false",
                   e->verdict == MT_PLAN_OK ? "true" : "false", verdict_names[e->verdict]);
     if (e->verdict != MT_PLAN_OK) {
         mt_buf_printf(&b, "\"why\": ");
@@ -201,8 +202,10 @@ int mt_cmd_plan(int argc, char **argv)
         {"seq-len", FLAG_INT, &a.seq_len, "tokens per sequence"},
         {"vocab", FLAG_INT, &a.vocab, "vocabulary size"},
         {"untie-embeddings", FLAG_BOOL, &a.untie, "the LM head has its own weight (train's --untie-embeddings)"},
-        {"post-validate", FLAG_BOOL, &a.post_validate, "every pipeline layout with train's --post-validate (its steps "
-         "overlap; needs --untie-embeddings)"},
+        {"post-validate", FLAG_BOOL, &a.post_validate, "fix train's --post-validate on for every pipeline layout (its "
+         "steps overlap; needs --untie-embeddings; neither this nor the next given: searched on an untied model's "
+         "pipelines)"},
+        {"no-post-validate", FLAG_BOOL, &a.no_post_validate, "fix --post-validate off"},
         {"batch-size", FLAG_INT, &a.batch, "sequences per optimizer step, over all devices"},
         {"cluster", FLAG_STR, &a.cluster, "a built-in cluster (a100-80g, h100-80g), this-machine (measured: "
          "--calibration, or meshtrain calibrate run first) or a cluster file (JSON, docs/planner.md)", "NAME|FILE"},
@@ -303,7 +306,7 @@ int mt_cmd_plan(int argc, char **argv)
                       .sched = -1, .V = SET("virtual-stages") ? a.vstages : -1,
                       .micro = SET("micro-batch-size") ? a.micro : -1, .recompute = -1,
                       .seqpar = a.seqpar ? 1 : a.no_seqpar ? 0 : -1, .accum_blocks = SET("accum-blocks") ? a.accum_blocks : -1,
-                      .post_validate = a.post_validate};
+                      .post_validate = a.post_validate ? 1 : a.no_post_validate ? 0 : -1};
     int given[MT_MAX_STAGES];
     if (a.stage_layers) {
         if ((s = mt_flags_int_list("stage-layers", a.stage_layers, given, MT_MAX_STAGES, &fx.nstage)) != MT_OK)
@@ -327,6 +330,8 @@ int mt_cmd_plan(int argc, char **argv)
                                     "%s the %d devices asked for", SET("dp") ? "--dp " : "", SET("tp") ? "--tp " : "",
                                     SET("pp") ? "--pp" : "", fixed, devices % fixed ? "does not divide" : "are not",
                                     devices));
+    if (a.post_validate && a.no_post_validate)
+        return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain plan: --post-validate contradicts --no-post-validate"));
     if (a.seqpar && a.no_seqpar)
         return mt_cli_fail(mt_error(MT_EINPUT, "meshtrain plan: --sequence-parallel contradicts --no-sequence-parallel"));
     if (fx.seqpar == 1 && fx.tp == 1)

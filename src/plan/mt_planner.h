@@ -12,7 +12,7 @@ typedef struct {
     int dp, tp, pp, zero, shard, sched, V, micro, recompute, seqpar, accum_blocks;
     const int *stage_layers; /* given: the pipeline's cut (pp x V numbers), else NULL */
     int nstage;
-    int post_validate; /* --post-validate on every pipeline (1), or none (0) */
+    int post_validate; /* --post-validate on every pipeline (1), on none (0), searched (-1: on an untied model's pipelines) */
 } MtPlanFixed;
 
 enum { MT_PLAN_OK, MT_PLAN_OOM, MT_PLAN_NODIV, MT_PLAN_REFUSED, MT_PLAN_NREASON };

@@ -165,7 +165,11 @@ MtStatus mt_plan_search(const MtPlanModel *m, const MtCluster *cl, int devices, 
                             for (int sp = 0; sp <= (tp > 1 ? 1 : 0); sp++) {
                                 if (!pick(fx->seqpar, sp))
                                     continue;
-                                for (int zero = 0; zero <= 3; zero++) {
+                                /* post-validation: searched on an untied model's pipelines (the engine
+                                 * refuses it tied), fixed by --post-validate / --no-post-validate */
+                                int pvmax = pp > 1 && (fx->post_validate > 0 || (fx->post_validate < 0 && m->cfg.untied));
+                                for (int zero = 0; zero <= 3; zero++)
+                                for (int pv = pp > 1 && fx->post_validate > 0; pv <= pvmax; pv++) {
                                     if (!pick(fx->zero, zero) || (fx->zero < 0 && zero > 0 && dp == 1))
                                         continue;
                                     MtPlanLayout l = {.dp = dp, .tp = tp, .pp = pp, .zero = zero,
@@ -173,7 +177,7 @@ MtStatus mt_plan_search(const MtPlanModel *m, const MtCluster *cl, int devices, 
                                                       .sched = pp > 1 ? sk : MT_SCHED_1F1B, .V = V, .micro = micro,
                                                       .recompute = rc, .seqpar = sp,
                                                       .stage_layers = fx->stage_layers, .nstage = fx->nstage,
-                                                      .post_validate = fx->post_validate && pp > 1};
+                                                      .post_validate = pv};
                                     int i = add(r, &cap);
                                     if (i < 0) {
                                         free(best);
