@@ -85,14 +85,29 @@ static void check_model(const MtConfig *cfg, int N)
     for (int q = 0; q < np; q++)
         for (int64_t i = 0; i < t[q].numel; i++)
             p0[t0[q].offset + i] = p[t[q].offset + i] = noise((uint64_t)(t0[q].offset + i), 2);
+    /* and in two parts, as post-validation makes it: the parameters (moments left as they
+     * were), then the moments (parameters left): the same bits */
+    float *p2 = calloc((size_t)n, 4), *m2 = calloc((size_t)n, 4), *v2 = calloc((size_t)n, 4);
+    memcpy(p2, p, sizeof(float) * (size_t)n);
+    int parts_bad = 0;
     for (int step = 1; step <= 2; step++) {
         mt_adamw_step(t0, np, p0, g0, m0, v0, &oc, 1e-3f, step);
         for (int r = 0; r < N; r++)
             for (int u = 0; u < nunits; u++) {
-                int64_t a = mt_shard_chunk_lo(&m[r], u);
-                mt_adamw_range(t, np, a, a + m[r].chunk[u], p + a, g + a, mm + a, vv + a, &oc, 1e-3f, step);
+                int64_t a = mt_shard_chunk_lo(&m[r], u), b = a + m[r].chunk[u];
+                mt_adamw_range(t, np, a, b, p + a, g + a, mm + a, vv + a, &oc, 1e-3f, step);
+                float mbefore = a < b ? m2[a] : 0.0f;
+                mt_adamw_range_part(t, np, a, b, p2 + a, g + a, m2 + a, v2 + a, &oc, 1e-3f, step, MT_ADAMW_PARAMS);
+                parts_bad += a < b && memcmp(&mbefore, &m2[a], 4) != 0; /* the moments wait */
+                float pafter = a < b ? p2[a] : 0.0f;
+                mt_adamw_range_part(t, np, a, b, p2 + a, g + a, m2 + a, v2 + a, &oc, 1e-3f, step, MT_ADAMW_MOMENTS);
+                parts_bad += a < b && memcmp(&pafter, &p2[a], 4) != 0;
             }
     }
+    parts_bad += memcmp(p, p2, sizeof(float) * (size_t)n) != 0 || memcmp(mm, m2, sizeof(float) * (size_t)n) != 0 ||
+                 memcmp(vv, v2, sizeof(float) * (size_t)n) != 0;
+    CHECK(parts_bad == 0, "AdamW's parameters then moments differ from the whole step (N=%d)", N);
+    free(p2); free(m2); free(v2);
     int bad = 0, pad_touched = 0;
     for (int q = 0; q < np; q++)
         for (int64_t i = 0; i < t[q].numel; i++)

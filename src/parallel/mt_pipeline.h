@@ -93,14 +93,16 @@ typedef struct {
      * round, at its E).  AdamW runs on the chunks; ZeRO-1/2 all-gather the parameters. */
     int zero_dp, zero, zero_shard, det;
     /* --post-validate (Zero Bubble's optimizer post-validation): each rank updates its stage
-     * as soon as its step's compute ends, as if the global norm needs no clipping, keeping
-     * the state before (its parameters, moments and gradient: 16 bytes per parameter), and
-     * starts the next step; the norm, gathered meanwhile, is checked after that next step's
-     * compute.  Where it had to clip (or is not finite) the update is undone and made again
-     * with it, and the next step's compute runs again: every rank decides alike.  No rank
+     * as soon as its step's compute ends, as if the global norm needs no clipping: it keeps
+     * its parameters and the step's gradient (8 bytes per parameter), writes the update's
+     * parameters only (the moments left), and starts the next step; the norm, gathered
+     * meanwhile, is checked after that next step's compute.  Where it holds the moments are
+     * written from the kept gradient (together one AdamW step's bits); where it had to clip
+     * (or is not finite) the kept parameters and gradient go back, the update is made with
+     * the norm, and the next step's compute runs again: every rank decides alike.  No rank
      * waits for the others between steps, so one step's warm-up overlaps the last one's
      * cool-down; the step's loss and norm are known a step late (mt_pipe_flush).  Needs an
-     * untied head (a tied wte's gradient crosses the step), no ZeRO over copies and no tp. */
+     * untied head (a tied wte's gradient crosses the step) and no ZeRO over copies. */
     int post_validate;
 } MtPipeOptions;
 
@@ -193,8 +195,8 @@ typedef struct {
     int kind_n[MT_PIPE_MAX_CHUNKS][3];    /* steps after the first (all when it has only one) */
     int steps_run;
     double bubble;                      /* measured (on world rank 0, after mt_pipe_step) */
-    /* post-validation: the gathers of two steps (slot pv_parity: this step's), the state
-     * before the pending update (params, m, v, gradient) and its lr and step */
+    /* post-validation: the gathers of two steps (slot pv_parity: this step's), what the
+     * pending update keeps (the parameters before it, its gradient) and its lr and step */
     double *pv_all[2];
     MtRequest *pv_req[2];
     float *pv_save;
