@@ -22,6 +22,8 @@
 #include "mt_kernels.h"
 #include "mt_testhooks.h"
 #include "mt_train.h"
+#include "mt_manifest.h"
+#include "mt_series.h"
 
 typedef struct {
     int layers, heads, dim, seq_len, vocab, ctx, untie;
@@ -29,7 +31,7 @@ typedef struct {
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
     int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks, plan,
-        dry_run, accum_blocks, head_recompute, plan_ranks, post_validate;
+        dry_run, accum_blocks, head_recompute, plan_ranks, post_validate, keep;
     float comm_timeout, bucket_mb;
     const char *schedule, *stage_layers, *recompute_mode;
     uint64_t seed;
@@ -60,8 +62,9 @@ static MtStatus kept_setting(MtStatus s, const char *flag, int value, const char
                     "change it from here on)", why, flag, value, dir, flag);
 }
 
-/* A save target must be absent, empty, or a previous meshtrain checkpoint. */
-static MtStatus check_save_dir(const char *dir)
+/* A save target must be absent, empty, or a previous meshtrain checkpoint (series: a folder
+ * of saves, mt_series_check_target). */
+static MtStatus check_save_dir(const char *dir, int series)
 {
     char buf[4200];
     snprintf(buf, sizeof buf, "%s", dir);
@@ -74,6 +77,15 @@ static MtStatus check_save_dir(const char *dir)
                             dir, buf);
     }
     struct stat st;
+    if (series) { /* --keep-checkpoints: a folder of saves, made now; a stage beside a save must be writable */
+        MtStatus s = mt_series_check_target(dir);
+        if (s == MT_OK && mkdir(dir, 0755) != 0 && errno != EEXIST)
+            s = mt_error(MT_EINPUT, "cannot create %s: %s", dir, strerror(errno));
+        snprintf(buf, sizeof buf, "%s/step-probe", dir);
+        if (s == MT_OK)
+            s = mt_dir_check_writable(buf);
+        return s == MT_OK ? MT_OK : mt_error_prefix(s, "meshtrain train: --save %s", dir);
+    }
     if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode)) { /* lstat: the commit does not follow links */
         snprintf(buf, sizeof buf, "%s/config.json", dir);
         if (access(buf, F_OK) != 0 && rmdir(dir) != 0) /* empty: fine, recreated at save time */
@@ -182,6 +194,38 @@ static int save(MtEngine *e, const char *dir, int root)
     return s == MT_OK ? 0 : root ? mt_cli_fail(s) : 1;
 }
 
+/* A save of the run (--save): the one checkpoint DIR, or with --keep-checkpoints N the save
+ * DIR/step-NNNNNNNN and the newest N kept (mt_series.h).  Where it fails the previous save
+ * is intact (the new one was staged beside it), and rank 0 says which.  0 or the exit
+ * status; *written the path. */
+static int save_run(MtEngine *e, const TrainArgs *a, int root, char *written, size_t cap)
+{
+    if (a->keep > 0)
+        mt_series_path(a->save, e->tr.step, written, cap);
+    else
+        snprintf(written, cap, "%s", a->save);
+    int rc = save(e, written, root);
+    if (rc == 0 && a->keep > 0 && root) {
+        MtStatus s = mt_series_prune(a->save, a->keep);
+        if (s != MT_OK)
+            fprintf(stderr, "meshtrain train: keeping the newest %d saves of %s: %s\n", a->keep, a->save, mt_error_msg());
+    }
+    if (rc != 0 && root) {
+        int64_t steps[1024];
+        char cfg[4300];
+        int n = a->keep > 0 ? mt_series_steps(a->save, steps, 1024) : 0;
+        snprintf(cfg, sizeof cfg, "%s/config.json", a->save);
+        if (n > 0 && steps[n - 1] != e->tr.step) {
+            mt_series_path(a->save, steps[n - 1], cfg, sizeof cfg);
+            fprintf(stderr, "meshtrain train: the previous save, %s, is intact\n", cfg);
+        } else if (a->keep == 0 && access(cfg, F_OK) == 0)
+            fprintf(stderr, "meshtrain train: the previous checkpoint in %s is intact\n", a->save);
+        else
+            fprintf(stderr, "meshtrain train: no earlier save of this run to fall back on\n");
+    }
+    return rc;
+}
+
 /* A pipeline's measured bubble against the simulated one: the schedule's lists run with
  * this run's mean compute time of F, B and W on each stage (rank 0 prints). */
 static void pipe_summary(MtPipe *pp, double measured, double exposed_ms)
@@ -282,6 +326,22 @@ static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConf
     }
     tc->cfg = (MtConfig){.V = a->vocab, .T = a->ctx ? a->ctx : a->seq_len, .L = a->layers, .NH = a->heads,
                          .C = a->dim, .untied = a->untie};
+    if (a->keep < 0 || (a->keep > 0 && !a->save))
+        return mt_error(MT_EINPUT, "meshtrain train: --keep-checkpoints %d: %s", a->keep,
+                        a->keep < 0 ? "must be >= 0" : "needs --save DIR");
+    if (a->resume) { /* a checkpoint, or the newest intact save of a folder of them (mt_series.h) */
+        static char resumed[4200];
+        /* said once: by the process started by hand, or by rank 0 of a world it did not start */
+        int unverified, say = !mt_launched_by_mpi() || (mt_launch_rank() == 0 && !getenv("MT_RESUME_SAID"));
+        if ((s = mt_ckpt_resolve(a->resume, resumed, sizeof resumed, say ? stderr : NULL, &unverified)) != MT_OK)
+            return mt_error_prefix(s, "meshtrain train: --resume");
+        if (unverified && say)
+            fprintf(stderr, "meshtrain train: --resume %s: no %s (written before meshtrain wrote them, or made "
+                    "elsewhere): not checked\n", a->resume, MT_MANIFEST);
+        if (strcmp(resumed, a->resume) != 0 && say)
+            printf("meshtrain train: resuming from %s\n", resumed);
+        a->resume = resumed;
+    }
     if (a->resume) {
         if ((s = mt_ckpt_read_config(a->resume, &tc->cfg)) != MT_OK ||
             (s = mt_ckpt_read_state(a->resume, rs)) != MT_OK)
@@ -506,9 +566,12 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"threads", FLAG_INT, &a.threads, MT_HELP_THREADS},
         {"save", FLAG_STR, &a.save, "checkpoint directory written at the end (replaced atomically)", "DIR"},
         {"save-every", FLAG_INT, &a.save_every, "also save every N steps (0: only at the end)"},
+        {"keep-checkpoints", FLAG_INT, &a.keep, "with --save: DIR holds the saves, DIR/step-NNNNNNNN, the newest N "
+         "kept (0: DIR is the one checkpoint, replaced at each save); --resume DIR takes the newest intact one"},
         {"exit-interval", FLAG_INT, &a.exit_interval, "stop (and save) once the step is a multiple of N (0: never)"},
-        {"resume", FLAG_STR, &a.resume, "continue this checkpoint: weights, moments, step, data position; settings "
-         "not given continue the checkpoint's", "DIR"},
+        {"resume", FLAG_STR, &a.resume, "continue this checkpoint (checked against its manifest), or the newest intact "
+         "save of a folder of them (--keep-checkpoints): weights, moments, step, data position; settings not given "
+         "continue the checkpoint's", "DIR"},
         {"eval-every", FLAG_INT, &a.eval_every, "validation loss every N steps and at the end (0: only at the end)"},
         {"eval-batches", FLAG_INT, &a.eval_batches, "validation set: the first N x --batch-size sequences of val.bin "
          "(at most what it holds), the same on every layout (0: no validation)"},
@@ -576,13 +639,14 @@ int mt_cmd_train(int full_argc, char **full_argv)
         return mt_cli_fail(s);
     if (a.plan || a.plan_ranks) /* the bytes from the layout alone, before anything runs */
         return mt_train_plan(&tc, &layout, a.plan_ranks, a.calibration);
-    if (a.save && (s = check_save_dir(a.save)) != MT_OK)
+    if (a.save && (s = check_save_dir(a.save, a.keep > 0)) != MT_OK)
         return mt_cli_fail(s);
     MtTokens train = {0}, val = {0};
     if ((s = load_data(a.data, "train.bin", 1, &train)) != MT_OK ||
         (s = load_data(a.data, "val.bin", 0, &val)) != MT_OK)
         return mt_cli_fail(mt_error_prefix(s, "meshtrain train"));
     int rc = 0;
+    char saved_to[4300] = "";
     MtComm *comm = NULL;
     int64_t *fields = NULL;
     double *val_sums = NULL; /* validation: the windows' loss sums */
@@ -609,6 +673,14 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (ranks > 1 && !mt_launched_by_mpi()) {
         mt_tokens_free(&train);
         mt_tokens_free(&val);
+        setenv("MT_RESUME_SAID", "1", 1); /* the ranks (this machine's mpirun passes its environment on) */
+        static char resume_eq[4300];
+        snprintf(resume_eq, sizeof resume_eq, "--resume=%s", a.resume ? a.resume : "");
+        for (int i = 2; a.resume && i < full_argc; i++) /* the save it chose, so the ranks read that one */
+            if (strcmp(full_argv[i], "--resume") == 0 && i + 1 < full_argc)
+                full_argv[++i] = (char *)a.resume;
+            else if (strncmp(full_argv[i], "--resume=", 9) == 0)
+                full_argv[i] = resume_eq;
         return mt_launch(full_argc, full_argv, ranks) == 0 ? 0 : 1;
     }
     if (mt_launched_by_mpi()) {
@@ -745,7 +817,7 @@ int mt_cmd_train(int full_argc, char **full_argv)
             break;
         if (last && tr->step != a.steps)
             break; /* --exit-interval */
-        if (save_now && (rc = save(&eng, a.save, root)) != 0)
+        if (save_now && (rc = save_run(&eng, &a, root, saved_to, sizeof saved_to)) != 0)
             break;
     }
     if (rc == 0 && tpp && comm) { /* the replicated parameters must not drift apart */
@@ -759,8 +831,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
             printf("tensor parallel: every replicated tensor (parameters and moments) is identical on the %d tp "
                    "ranks at step %lld\n", tpp->ctx.N, (long long)tr->step);
     }
-    if (rc == 0 && a.save && (rc = save(&eng, a.save, root)) == 0)
-        printf("saved checkpoint %s (step %lld)\n", a.save, (long long)tr->step);
+    if (rc == 0 && a.save && (rc = save_run(&eng, &a, root, saved_to, sizeof saved_to)) == 0)
+        printf("saved checkpoint %s (step %lld)\n", saved_to, (long long)tr->step);
     if (timed > 0)
         printf("done: %lld steps, %.1f ms/step on average\n", (long long)timed, 1e3 * t_total / timed);
     if (timed > 0 && pp)

@@ -13,6 +13,7 @@
 
 #include "mt_fsutil.h"
 #include "mt_json.h"
+#include "mt_manifest.h"
 #include "mt_safetensors.h"
 
 static MtStatus write_text(const char *path, const MtBuf *b)
@@ -438,7 +439,9 @@ MtStatus mt_ckpt_par_write(const char *stage, const MtParam *table, int nparams,
 
 MtStatus mt_ckpt_par_commit(const char *stage, const char *dir, int ok)
 {
-    MtStatus s = ok ? mt_dir_commit(stage, dir) : MT_OK;
+    MtStatus s = ok ? mt_manifest_write(stage) : MT_OK; /* last, inside the stage the swap makes whole */
+    if (ok && s == MT_OK)
+        s = mt_dir_commit(stage, dir);
     if (!ok || s != MT_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ok ? mt_error_msg() : "a rank could not write its part");
