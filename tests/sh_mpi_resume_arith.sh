@@ -35,6 +35,7 @@ grep -q '"tp_blocks": 4,' "$T/k4/trainer_state.json" && pass || fail "the new K 
 # an older checkpoint without the key: resumes with the flags' arithmetic, and says it cannot know
 cp -r "$T/half" "$T/old"
 sed -i '/"tp_blocks"/d' "$T/old/trainer_state.json"
+rm "$T/old/manifest.json" # an older checkpoint has none
 resume "$T/old" "$T/old.jsonl" "$T/old2" --tp 2
 grep -q "the checkpoint does not record its own" "$T/old2.out" && pass \
   || fail "an old checkpoint's resume: $(grep resumed "$T/old2.out")"

@@ -333,10 +333,10 @@ static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConf
         static char resumed[4200];
         /* said once: by the process started by hand, or by rank 0 of a world it did not start */
         int unverified, say = !mt_launched_by_mpi() || (mt_launch_rank() == 0 && !getenv("MT_RESUME_SAID"));
-        if ((s = mt_ckpt_resolve(a->resume, resumed, sizeof resumed, say ? stderr : NULL, &unverified)) != MT_OK)
+        if ((s = mt_ckpt_resolve(a->resume, resumed, sizeof resumed, say ? stdout : NULL, &unverified)) != MT_OK)
             return mt_error_prefix(s, "meshtrain train: --resume");
         if (unverified && say)
-            fprintf(stderr, "meshtrain train: --resume %s: no %s (written before meshtrain wrote them, or made "
+            fprintf(stdout, "meshtrain train: --resume %s: no %s (written before meshtrain wrote them, or made "
                     "elsewhere): not checked\n", a->resume, MT_MANIFEST);
         if (strcmp(resumed, a->resume) != 0 && say)
             printf("meshtrain train: resuming from %s\n", resumed);

@@ -10,7 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
+/* OpenSSL's SHA-256 itself, not through EVP: EVP's first digest sets up the provider machinery,
+ * 2.3 MiB resident on this machine (VmHWM, measured) against 0.3 MiB, and a save's resident
+ * growth is checked (sh_mpi_ckpt).  The low-level calls are deprecated in 3.0, not removed. */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
 #include "mt_fsutil.h"
 #include "mt_json.h"
@@ -21,12 +25,10 @@ static MtStatus sha256_file(const char *path, char hex[65], int64_t *bytes)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return mt_error(MT_EINPUT, "cannot open %s: %s", path, strerror(errno));
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    enum { CHUNK = 1 << 20 };
+    SHA256_CTX ctx;
+    enum { CHUNK = 1 << 16 };
     unsigned char *buf = malloc(CHUNK);
-    MtStatus s = ctx && buf && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1
-                     ? MT_OK
-                     : mt_error(MT_ENOMEM, "cannot start a SHA-256 of %s", path);
+    MtStatus s = buf && SHA256_Init(&ctx) == 1 ? MT_OK : mt_error(MT_ENOMEM, "cannot start a SHA-256 of %s", path);
     int64_t total = 0;
     while (s == MT_OK) {
         ssize_t n = read(fd, buf, CHUNK);
@@ -36,18 +38,16 @@ static MtStatus sha256_file(const char *path, char hex[65], int64_t *bytes)
             s = mt_error(MT_EIO, "reading %s: %s", path, strerror(errno));
         else if (n == 0)
             break;
-        else if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1)
+        else if (SHA256_Update(&ctx, buf, (size_t)n) != 1)
             s = mt_error(MT_EIO, "SHA-256 of %s failed", path);
         total += n > 0 ? n : 0;
     }
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    if (s == MT_OK && (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32))
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    if (s == MT_OK && SHA256_Final(md, &ctx) != 1)
         s = mt_error(MT_EIO, "SHA-256 of %s failed", path);
-    for (unsigned int i = 0; s == MT_OK && i < 32; i++)
+    for (int i = 0; s == MT_OK && i < SHA256_DIGEST_LENGTH; i++)
         snprintf(hex + 2 * i, 3, "%02x", md[i]);
     *bytes = total;
-    EVP_MD_CTX_free(ctx);
     free(buf);
     close(fd);
     return s;

@@ -3,6 +3,7 @@
  *   model.safetensors     parameters, Hugging Face names and shapes, F32
  *   optimizer.safetensors AdamW moments: "exp_avg.<name>", "exp_avg_sq.<name>"
  *   trainer_state.json    step, seed, data cursor, optimizer and batch settings
+ *   manifest.json         every other file's size and SHA-256, written last (mt_manifest.h)
  * Saving writes a fresh sibling directory and swaps it in atomically, so a crash while
  * saving leaves the previous checkpoint intact.  Loading validates everything and
  * answers MT_EINPUT with "<file>: <problem>" on any mismatch.
