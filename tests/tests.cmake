@@ -53,6 +53,7 @@ foreach(t ${MT_SH_TESTS})
     mt_sh_test(${name} mpi)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT
       "MT_BIN=$<TARGET_FILE:meshtrain>;MT_BUILD=${CMAKE_BINARY_DIR};MT_MPIEXEC=${MPIEXEC_EXECUTABLE}")
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)  # sh_mpi_hosts where namespaces cannot be made
   elseif(name MATCHES "sh_plan")
     mt_sh_test(${name} unit)
   elseif(name MATCHES "tokenizer")
