@@ -59,6 +59,9 @@ case $cmd in
       ip -n "$P-sw" link set "p$k" up
       ip -n "$P-$k" addr add "192.0.2.$k/24" dev eth0
       ip -n "$P-$k" link set eth0 up
+      # a peer that stops answering is given up on in seconds, not Linux's 15 minutes of
+      # retransmissions: mpirun and its daemons then see a lost host and end the job
+      ip netns exec "$P-$k" sysctl -q -w net.ipv4.tcp_retries2=${MT_HOSTS_TCP_RETRIES:-5}
       echo "192.0.2.$k slots=${MT_HOSTS_SLOTS:-1}" >> "$D/hostfile"
     done
     cat > "$D/agent" << EOF
@@ -74,7 +77,8 @@ EOF
 # mpirun across the hosts of hosts.sh, started inside host 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 exec ip netns exec "$P-1" mpirun --hostfile "$D/hostfile" --mca plm_rsh_agent "$D/agent" \\
-  --mca oob_tcp_if_include 192.0.2.0/24 --mca btl_tcp_if_include 192.0.2.0/24 --mca btl tcp,self "\$@"
+  --mca oob_tcp_if_include 192.0.2.0/24 --mca btl_tcp_if_include 192.0.2.0/24 --mca btl tcp,self \\
+  --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 "\$@"
 EOF
     chmod +x "$D/agent" "$D/mpirun"
     echo "hosts.sh: $N hosts up (192.0.2.1-$N, namespaces $P-1..$P-$N); run: $D/mpirun -np $N COMMAND"

@@ -4,6 +4,9 @@
 #  - the ranks run on the two hosts (192.0.2.1 and 192.0.2.2, round robin);
 #  - dp 2, pp 2 (zb2) and dp 2 x pp 2 across them train bit for bit as one rank does
 #    (losses, weights, moments), the same bytes as the layouts on one host;
+#  - a cut link, a far rank killed (kill -9) or stopped (SIGSTOP): every process of the job
+#    on both hosts gone within --comm-timeout + 15 s, mpirun's status non-zero; a 3 s pause
+#    under a 20 s timeout: the job finishes, bit for bit the uninterrupted run;
 #  - hosts.sh down leaves no namespace behind.
 # Skipped (exit 77, said) where namespaces cannot be made (not root, no iproute2).
 source "$(dirname "$0")/lib.sh"
@@ -40,6 +43,53 @@ for layout in "dp:2:--micro-batch-size 2 --dp 2:one" "pp:2:--micro-batch-size 1 
   same_run "$name across two hosts" "$T/$ref" "$T/$name"
 done
 cmp -s "$T/dp/model.safetensors" "$T/local/model.safetensors" && pass || fail "dp 2 across hosts differs from one host"
+
+# ---- failures across the hosts: the whole job gone within --comm-timeout (5 s) + 15 s ----
+long="--data $T/data --layers 2 --heads 2 --dim 64 --seq-len 32 --batch-size 8 --micro-batch-size 4 --warmup 2
+      --log-every 0 --eval-every 0 --threads 1"
+far_rank() { # the training process on host 2
+  for p in $(ip netns pids "$MT_HOSTS_PREFIX-2"); do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = meshtrain ] && echo $p
+  done | head -1
+}
+gone() { ! ip netns pids "$MT_HOSTS_PREFIX-1" | grep -q . && ! ip netns pids "$MT_HOSTS_PREFIX-2" | grep -q .; }
+for what in cut kill stop; do
+  # shellcheck disable=SC2086
+  $MPI -np 2 $MT_BIN train $long --dp 2 --comm-timeout 5 --steps 100000 > "$T/$what.out" 2>&1 &
+  job=$!
+  for i in $(seq 1 100); do [ -n "$(far_rank)" ] && grep -q "memory:" "$T/$what.out" && break; sleep 0.1; done
+  sleep 1
+  t0=$(date +%s.%N)
+  case $what in
+    cut) bash "$H" cut 2 ;;
+    kill) kill -9 "$(far_rank)" ;;
+    stop) kill -STOP "$(far_rank)" ;;
+  esac
+  for i in $(seq 1 250); do gone && break; sleep 0.1; done
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  rc=0
+  wait $job || rc=$?
+  gone && [ $rc -ne 0 ] && awk -v s="$secs" 'BEGIN { exit !(s < 20) }' && pass \
+    || fail "$what on host 2: exit $rc after $secs s, left: $(ip netns pids "$MT_HOSTS_PREFIX-1") $(ip netns pids "$MT_HOSTS_PREFIX-2")"
+  echo "$what on host 2: every process of the job gone after $secs s, mpirun exit $rc"
+  [ $what = cut ] && bash "$H" heal 2
+  for p in $(ip netns pids "$MT_HOSTS_PREFIX-1") $(ip netns pids "$MT_HOSTS_PREFIX-2"); do kill -9 "$p" 2>/dev/null || true; done
+done
+# a pause shorter than the timeout (a 3 s SIGSTOP under a 20 s one) does not end the job,
+# and the run is the uninterrupted one
+train long1 $long --accum-blocks 2 --steps 400
+# shellcheck disable=SC2086
+$MPI -np 2 $MT_BIN train $long --dp 2 --comm-timeout 20 --steps 400 --log-json "$T/paused.jsonl" \
+  --save "$T/paused" > "$T/paused.out" 2>&1 &
+job=$!
+for i in $(seq 1 100); do [ -n "$(far_rank)" ] && grep -q "memory:" "$T/paused.out" && break; sleep 0.1; done
+sleep 1
+p=$(far_rank)
+kill -STOP "$p"; sleep 3; kill -CONT "$p"
+rc=0
+wait $job || rc=$?
+[ $rc -eq 0 ] && pass || fail "a 3 s pause ended the job: exit $rc: $(tail -3 "$T/paused.out")"
+same_run "paused 3 s on host 2" "$T/long1" "$T/paused"
 bash "$H" down "$T/h"
 [ -z "$(ip netns list | grep "^$MT_HOSTS_PREFIX-" || true)" ] && pass || fail "namespaces left: $(ip netns list)"
 finish
