@@ -31,7 +31,7 @@ typedef struct {
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
     int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks, plan,
-        dry_run, accum_blocks, head_recompute, plan_ranks, post_validate, keep;
+        dry_run, accum_blocks, head_recompute, plan_ranks, post_validate, keep, max_restarts;
     float comm_timeout, bucket_mb;
     const char *schedule, *stage_layers, *recompute_mode;
     uint64_t seed;
@@ -326,6 +326,9 @@ static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConf
     }
     tc->cfg = (MtConfig){.V = a->vocab, .T = a->ctx ? a->ctx : a->seq_len, .L = a->layers, .NH = a->heads,
                          .C = a->dim, .untied = a->untie};
+    if (a->max_restarts < 0 || (a->max_restarts > 0 && !a->save))
+        return mt_error(MT_EINPUT, "meshtrain train: --max-restarts %d: %s", a->max_restarts,
+                        a->max_restarts < 0 ? "must be >= 0" : "needs --save DIR (a restart resumes from its newest save)");
     if (a->keep < 0 || (a->keep > 0 && !a->save))
         return mt_error(MT_EINPUT, "meshtrain train: --keep-checkpoints %d: %s", a->keep,
                         a->keep < 0 ? "must be >= 0" : "needs --save DIR");
@@ -566,6 +569,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"threads", FLAG_INT, &a.threads, MT_HELP_THREADS},
         {"save", FLAG_STR, &a.save, "checkpoint directory written at the end (replaced atomically)", "DIR"},
         {"save-every", FLAG_INT, &a.save_every, "also save every N steps (0: only at the end)"},
+        {"max-restarts", FLAG_INT, &a.max_restarts, "with --save, started by hand: a job that fails (a rank killed, "
+         "a timeout) is started again from the newest intact save, up to N times, each restart said with its cause"},
         {"keep-checkpoints", FLAG_INT, &a.keep, "with --save: DIR holds the saves, DIR/step-NNNNNNNN, the newest N "
          "kept (0: DIR is the one checkpoint, replaced at each save); --resume DIR takes the newest intact one"},
         {"exit-interval", FLAG_INT, &a.exit_interval, "stop (and save) once the step is a multiple of N (0: never)"},
@@ -669,6 +674,11 @@ int mt_cmd_train(int full_argc, char **full_argv)
         a.threads = mt_cli_threads(a.threads, mt_launched_by_mpi() ? mt_local_ranks() : ranks);
         mt_flags_print(flags, nflags);
         goto out_data;
+    }
+    if (a.max_restarts > 0 && !mt_launched_by_mpi() && !getenv("MT_SUPERVISED")) { /* restart.c */
+        mt_tokens_free(&train);
+        mt_tokens_free(&val);
+        return mt_train_supervise(full_argc, full_argv, a.save, a.log_json, a.max_restarts);
     }
     if (ranks > 1 && !mt_launched_by_mpi()) {
         mt_tokens_free(&train);

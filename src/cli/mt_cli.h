@@ -40,6 +40,9 @@ int mt_cli_parse(Flag *f, int n, int argc, char **argv, const char *cmd, const c
 /* Prints the error's one line and returns the exit status for s.  Under an MPI launcher,
  * before mt_cli_comm_up(), only rank 0 prints it (the ranks check the same input). */
 int mt_cli_fail(int status);
+/* train --max-restarts R (restart.c): runs the job (argv again, with MT_SUPERVISED set) and
+ * restarts it from the newest intact save of `save` up to R times; its exit status */
+int mt_train_supervise(int argc, char **argv, const char *save, const char *log_json, int max_restarts);
 /* The ranks' communicator exists: from now on every rank prints its own errors. */
 void mt_cli_comm_up(void);
 
