@@ -76,17 +76,26 @@ EOF
 #!/usr/bin/env bash
 # mpirun across the hosts of hosts.sh, started inside host 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-exec ip netns exec "$P-1" mpirun --hostfile "$D/hostfile" --mca plm_rsh_agent "$D/agent" \\
+hf=(--hostfile "$D/hostfile")
+for a in "\$@"; do [ "\$a" = --hostfile ] && hf=(); done # a hostfile given (train --hostfile): that one
+exec ip netns exec "$P-1" mpirun "\${hf[@]}" --mca plm_rsh_agent "$D/agent" \\
   --mca oob_tcp_if_include 192.0.2.0/24 --mca btl_tcp_if_include 192.0.2.0/24 --mca btl tcp,self \\
   --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 "\$@"
 EOF
-    chmod +x "$D/agent" "$D/mpirun"
+    cat > "$D/probe" << EOF
+#!/usr/bin/env bash
+# probe HOST CMD... (train's MT_HOST_PROBE): runs CMD on HOST if its link is up, as ssh would reach it
+k=\${1#192.0.2.}; shift
+ip -n "$P-sw" link show "p\$k" 2> /dev/null | grep -q "state UP" || { echo "probe: 192.0.2.\$k does not answer" >&2; exit 255; }
+exec ip netns exec "$P-\$k" "\$@"
+EOF
+    chmod +x "$D/agent" "$D/mpirun" "$D/probe"
     echo "hosts.sh: $N hosts up (192.0.2.1-$N, namespaces $P-1..$P-$N); run: $D/mpirun -np $N COMMAND"
     ;;
   down)
     down
     D=${1:-/tmp/meshtrain-hosts}
-    rm -f "$D/hostfile" "$D/agent" "$D/mpirun"
+    rm -f "$D/hostfile" "$D/agent" "$D/mpirun" "$D/probe"
     ;;
   exec)
     k=${1:?hosts.sh exec K CMD...}; shift

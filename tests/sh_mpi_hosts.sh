@@ -7,6 +7,9 @@
 #  - a cut link, a far rank killed (kill -9) or stopped (SIGSTOP): every process of the job
 #    on both hosts gone within --comm-timeout + 15 s, mpirun's status non-zero; a 3 s pause
 #    under a 20 s timeout: the job finishes, bit for bit the uninterrupted run;
+#  - elastic: dp 4 over both hosts (--accum-blocks 4, --max-restarts --min-ranks 2) loses
+#    host 2 (its link cut at a random moment) and goes on by itself as dp 2 on host 1, ending
+#    byte-identical to the uninterrupted dp 4 run and to one rank; --min-ranks 4 gives up;
 #  - hosts.sh down leaves no namespace behind.
 # Skipped (exit 77, said) where namespaces cannot be made (not root, no iproute2).
 source "$(dirname "$0")/lib.sh"
@@ -90,6 +93,45 @@ rc=0
 wait $job || rc=$?
 [ $rc -eq 0 ] && pass || fail "a 3 s pause ended the job: exit $rc: $(tail -3 "$T/paused.out")"
 same_run "paused 3 s on host 2" "$T/long1" "$T/paused"
+
+# ---- elastic: dp 4 over the two hosts loses host 2 and goes on as dp 2 on host 1 ----
+el="${long/--micro-batch-size 4/--micro-batch-size 2} --accum-blocks 4 --steps 600"
+train elone $el
+train eldp4 $el --dp 4
+# shellcheck disable=SC2086
+MT_MPIRUN="$T/h/mpirun" MT_HOST_PROBE="$T/h/probe" $MT_BIN train $el --dp 4 --hostfile "$T/h/hostfile" \
+  --comm-timeout 5 --save "$T/el" --keep-checkpoints 2 --save-every 50 --max-restarts 2 --min-ranks 2 \
+  --log-json "$T/el.jsonl" > "$T/el.out" 2>&1 &
+job=$!
+for i in $(seq 1 600); do [ -d "$T/el/step-00000050" ] && break; sleep 0.05; done # after a save, at random
+sleep "$((RANDOM % 2)).$((RANDOM % 10))"
+bash "$H" cut 2
+rc=0
+wait $job || rc=$?
+[ $rc -eq 0 ] && grep -q "192.0.2.2 does not answer: on 2 ranks from here (--dp 2, was 4)" "$T/el.out" \
+  && grep -q "restart 1 of 2: .*resuming from $T/el/step-" "$T/el.out" && pass || fail "elastic: exit $rc: $(grep -v '^step' "$T/el.out" | tail -4)"
+for ref in eldp4 elone; do
+  cmp -s "$T/$ref/model.safetensors" "$T/el/step-00000600/model.safetensors" \
+    && cmp -s "$T/$ref/optimizer.safetensors" "$T/el/step-00000600/optimizer.safetensors" \
+    && cmp -s <(losses "$T/$ref.jsonl") <(losses "$T/el.jsonl") && pass \
+    || fail "elastic dp 4 -> dp 2 differs from $ref"
+done
+echo "elastic: $(grep -E "does not answer|restart 1" "$T/el.out" | tr '\n' ' ')"
+bash "$H" heal 2
+# too few ranks left: gives up, saying so
+MT_MPIRUN="$T/h/mpirun" MT_HOST_PROBE="$T/h/probe" $MT_BIN train $el --dp 4 --hostfile "$T/h/hostfile" \
+  --comm-timeout 5 --save "$T/el4" --save-every 50 --max-restarts 2 --min-ranks 4 > "$T/el4.out" 2>&1 &
+job=$!
+for i in $(seq 1 200); do grep -q "memory:" "$T/el4.out" && break; sleep 0.05; done
+sleep 1
+bash "$H" cut 2
+rc=0
+wait $job || rc=$?
+[ $rc -ne 0 ] && grep -q "2 ranks answer (192.0.2.2 do not), fewer than --min-ranks 4: giving up" "$T/el4.out" && pass \
+  || fail "min-ranks 4: exit $rc: $(grep -v '^step' "$T/el4.out" | tail -2)"
+bash "$H" heal 2
+expect_bad_input "--min-ranks without --hostfile" $MT_BIN train $el --save "$T/x" --max-restarts 1 --min-ranks 2
+
 bash "$H" down "$T/h"
 [ -z "$(ip netns list | grep "^$MT_HOSTS_PREFIX-" || true)" ] && pass || fail "namespaces left: $(ip netns list)"
 finish

@@ -27,11 +27,11 @@
 
 typedef struct {
     int layers, heads, dim, seq_len, vocab, ctx, untie;
-    const char *data, *save, *resume, *log_json, *trace, *calibration;
+    const char *data, *save, *resume, *log_json, *trace, *calibration, *hostfile;
     int batch, micro, steps, warmup, exit_interval, save_every, eval_every, eval_batches, log_every, threads;
     float lr, min_lr_frac, wd, clip, beta1, beta2;
     int dp, tp, pp, zero, shard, microbatches, vstages, seqpar, deterministic, check_coll, fast_comm, tp_blocks, plan,
-        dry_run, accum_blocks, head_recompute, plan_ranks, post_validate, keep, max_restarts;
+        dry_run, accum_blocks, head_recompute, plan_ranks, post_validate, keep, max_restarts, min_ranks;
     float comm_timeout, bucket_mb;
     const char *schedule, *stage_layers, *recompute_mode;
     uint64_t seed;
@@ -329,6 +329,13 @@ static MtStatus resolve(TrainArgs *a, const Flag *flags, int nflags, MtTrainConf
     if (a->max_restarts < 0 || (a->max_restarts > 0 && !a->save))
         return mt_error(MT_EINPUT, "meshtrain train: --max-restarts %d: %s", a->max_restarts,
                         a->max_restarts < 0 ? "must be >= 0" : "needs --save DIR (a restart resumes from its newest save)");
+    if (a->min_ranks < 0 || (a->min_ranks > 0 && (a->max_restarts == 0 || !a->hostfile)))
+        return mt_error(MT_EINPUT, "meshtrain train: --min-ranks %d: %s", a->min_ranks,
+                        a->min_ranks < 0 ? "must be >= 0" : "needs --max-restarts and --hostfile (the hosts a restart may drop)");
+    if (a->hostfile && access(a->hostfile, R_OK) != 0)
+        return mt_error(MT_EINPUT, "meshtrain train: --hostfile %s: %s", a->hostfile, strerror(errno));
+    if (a->hostfile)
+        setenv("MT_HOSTFILE", a->hostfile, 1); /* mt_launch: the ranks on those hosts */
     if (a->keep < 0 || (a->keep > 0 && !a->save))
         return mt_error(MT_EINPUT, "meshtrain train: --keep-checkpoints %d: %s", a->keep,
                         a->keep < 0 ? "must be >= 0" : "needs --save DIR");
@@ -571,6 +578,10 @@ int mt_cmd_train(int full_argc, char **full_argv)
         {"save-every", FLAG_INT, &a.save_every, "also save every N steps (0: only at the end)"},
         {"max-restarts", FLAG_INT, &a.max_restarts, "with --save, started by hand: a job that fails (a rank killed, "
          "a timeout) is started again from the newest intact save, up to N times, each restart said with its cause"},
+        {"hostfile", FLAG_STR, &a.hostfile, "started by hand: the ranks on these hosts (mpirun --hostfile; MT_MPIRUN "
+         "names another mpirun, such as scripts/hosts.sh's)", "FILE"},
+        {"min-ranks", FLAG_INT, &a.min_ranks, "with --max-restarts and --hostfile: a restart drops the hosts that do not "
+         "answer (MT_HOST_PROBE HOST true; default ssh) and goes on with --dp shrunk to the ranks left, if at least N"},
         {"keep-checkpoints", FLAG_INT, &a.keep, "with --save: DIR holds the saves, DIR/step-NNNNNNNN, the newest N "
          "kept (0: DIR is the one checkpoint, replaced at each save); --resume DIR takes the newest intact one"},
         {"exit-interval", FLAG_INT, &a.exit_interval, "stop (and save) once the step is a multiple of N (0: never)"},

@@ -44,6 +44,51 @@ static void trim_log(const char *path, int64_t step)
         rename(tmp, path);
 }
 
+/* The hosts of `hostfile` that answer (MT_HOST_PROBE HOST true: default ssh in batch mode, 5 s
+ * to connect), written to `out` as a hostfile; their slots (default 1 each) into *ranks and
+ * the others' names into `dropped`.  -1 when the hostfile cannot be read. */
+static int live_hosts(const char *hostfile, const char *out, int *ranks, char *dropped, size_t cap)
+{
+    FILE *f = fopen(hostfile, "r"), *o = f ? fopen(out, "w") : NULL;
+    if (!f || !o) {
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    const char *probe = getenv("MT_HOST_PROBE") && *getenv("MT_HOST_PROBE") ? getenv("MT_HOST_PROBE")
+                                                                          : "ssh -o BatchMode=yes -o ConnectTimeout=5";
+    char line[1024], host[256], cmd[2048];
+    *ranks = 0;
+    dropped[0] = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%255s", host) != 1 || host[0] == '#')
+            continue;
+        const char *sl = strstr(line, "slots=");
+        int slots = sl ? atoi(sl + 6) : 1;
+        snprintf(cmd, sizeof cmd, "timeout 15 %s %s true > /dev/null 2>&1", probe, host);
+        if (system(cmd) == 0) {
+            fputs(line, o);
+            *ranks += slots > 0 ? slots : 1;
+        } else
+            snprintf(dropped + strlen(dropped), cap - strlen(dropped), "%s%s", dropped[0] ? ", " : "", host);
+    }
+    fclose(f);
+    return fclose(o) == 0 ? 0 : -1;
+}
+
+/* the value of `--flag V` or `--flag=V` in argv, else NULL */
+static const char *arg_of(int argc, char **argv, const char *flag)
+{
+    size_t n = strlen(flag);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], flag) == 0 && i + 1 < argc)
+            return argv[i + 1];
+        if (strncmp(argv[i], flag, n) == 0 && argv[i][n] == '=')
+            return argv[i] + n + 1;
+    }
+    return NULL;
+}
+
 int mt_train_supervise(int argc, char **argv, const char *save, const char *log_json, int max_restarts)
 {
     char self[4096];
@@ -54,14 +99,28 @@ int mt_train_supervise(int argc, char **argv, const char *save, const char *log_
     char **args = calloc((size_t)argc + 4, sizeof(char *));
     if (!args)
         return mt_cli_fail(mt_error(MT_ENOMEM, "out of memory"));
-    static char resume[4200];
+    static char resume[4200], hosts[4200], dpv[32];
+    const char *hostfile = arg_of(argc, argv, "--hostfile"), *mr = arg_of(argc, argv, "--min-ranks");
+    int min_ranks = mr ? atoi(mr) : 0, dp0 = arg_of(argc, argv, "--dp") ? atoi(arg_of(argc, argv, "--dp")) : 1;
+    int tp = arg_of(argc, argv, "--tp") ? atoi(arg_of(argc, argv, "--tp")) : 1;
+    int pp = arg_of(argc, argv, "--pp") ? atoi(arg_of(argc, argv, "--pp")) : 1, dp = dp0;
+    snprintf(hosts, sizeof hosts, "%s/meshtrain-hosts-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     setenv("MT_SUPERVISED", "1", 1); /* the job itself does not supervise */
     for (int attempt = 0;; attempt++) {
-        int k = 0;
+        int k = 0, shrunk = dp != dp0;
         args[k++] = self;
         for (int i = 1; i < argc; i++) {
-            if (attempt > 0 && resume[0] && (strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0)) {
-                i += strcmp(argv[i], "--resume") == 0; /* the save the restart takes, in its place */
+            /* in their place: the save the restart takes; the hosts that answer and the dp they hold */
+            const char *repl[] = {"--resume", "--hostfile", "--dp"};
+            int drop = 0;
+            for (int r = 0; r < 3 && !drop; r++) {
+                size_t n = strlen(repl[r]);
+                int on = r == 0 ? attempt > 0 && resume[0] : shrunk;
+                if (on && strncmp(argv[i], repl[r], n) == 0 && (argv[i][n] == 0 || argv[i][n] == '='))
+                    drop = 1 + (argv[i][n] == 0);
+            }
+            if (drop) {
+                i += drop - 1;
                 continue;
             }
             args[k++] = argv[i];
@@ -69,6 +128,10 @@ int mt_train_supervise(int argc, char **argv, const char *save, const char *log_
         if (attempt > 0 && resume[0]) {
             args[k++] = "--resume";
             args[k++] = resume;
+        }
+        if (shrunk) {
+            snprintf(dpv, sizeof dpv, "%d", dp);
+            args[k++] = "--hostfile", args[k++] = hosts, args[k++] = "--dp", args[k++] = dpv;
         }
         args[k] = NULL;
         fflush(stdout);
@@ -100,6 +163,27 @@ int mt_train_supervise(int argc, char **argv, const char *save, const char *log_
                     cause, attempt, attempt == 1 ? "" : "s", max_restarts);
             free(args);
             return code;
+        }
+        if (min_ranks > 0 && hostfile) { /* elastic: the hosts that answer, the data-parallel degree they hold */
+            int ranks;
+            char dropped[2048];
+            if (live_hosts(hostfile, hosts, &ranks, dropped, sizeof dropped) != 0) {
+                fprintf(stderr, "meshtrain train: cannot read --hostfile %s or write %s\n", hostfile, hosts);
+                free(args);
+                return code;
+            }
+            int nd = ranks / (tp * pp) < dp0 ? ranks / (tp * pp) : dp0;
+            if (nd * tp * pp < min_ranks || nd < 1) {
+                fprintf(stderr, "meshtrain train: the job ended (%s); %d ranks answer (%s do%s not), fewer than "
+                        "--min-ranks %d: giving up\n", cause, ranks, dropped[0] ? dropped : "all", dropped[0] ? "" : "",
+                        min_ranks);
+                free(args);
+                return code;
+            }
+            if (nd != dp)
+                printf("meshtrain train: %s do%s not answer: on %d ranks from here (--dp %d, was %d)\n",
+                       dropped[0] ? dropped : "some hosts", strchr(dropped, ',') ? "" : "es", nd * tp * pp, nd, dp);
+            dp = nd;
         }
         int unverified;
         MtTrainState ts = {0};

@@ -44,10 +44,11 @@ int mt_launch(int argc, char **argv, int ranks)
     else
         self[len] = 0;
     snprintf(np, sizeof np, "%d", ranks);
-    const char *pre[] = {"mpirun", "-n", np, "--oversubscribe", "--mca", "btl_vader_single_copy_mechanism",
+    const char *run = getenv("MT_MPIRUN") && *getenv("MT_MPIRUN") ? getenv("MT_MPIRUN") : "mpirun";
+    const char *pre[] = {run, "-n", np, "--oversubscribe", "--mca", "btl_vader_single_copy_mechanism",
                          "none", "--bind-to", "none"};
     int npre = (int)(sizeof pre / sizeof pre[0]);
-    char **args = calloc((size_t)(npre + argc + 2), sizeof(char *));
+    char **args = calloc((size_t)(npre + argc + 4), sizeof(char *));
     if (!args)
         return -1;
     int k = 0;
@@ -55,12 +56,16 @@ int mt_launch(int argc, char **argv, int ranks)
         args[k++] = (char *)pre[i];
     if (geteuid() == 0)
         args[k++] = "--allow-run-as-root";
+    if (getenv("MT_HOSTFILE") && *getenv("MT_HOSTFILE")) { /* train --hostfile: the ranks on those hosts */
+        args[k++] = "--hostfile";
+        args[k++] = getenv("MT_HOSTFILE");
+    }
     args[k++] = self;
     for (int i = 1; i < argc; i++)
         args[k++] = argv[i];
     args[k] = NULL;
     fflush(stdout);
-    execvp("mpirun", args);
+    execvp(run, args);
     fprintf(stderr, "meshtrain: cannot start mpirun for %d ranks: %s (install Open MPI: scripts/bootstrap.sh)\n",
             ranks, strerror(errno));
     free(args);

@@ -5,6 +5,8 @@
  * --oversubscribe (more ranks than cores: Open MPI then yields the CPU while waiting), and
  * no single-copy mechanism (slow in VMs like this one).  Started by an MPI launcher
  * (mpirun -np N, a hostfile, a cluster scheduler), it uses the world it is given.
+ * MT_MPIRUN names another mpirun (a wrapper: scripts/hosts.sh's), MT_HOSTFILE a hostfile
+ * (train --hostfile) it is given.
  */
 #ifndef MT_LAUNCH_H
 #define MT_LAUNCH_H
