@@ -7,6 +7,7 @@
 #   bash scripts/hosts.sh down [DIR]    removes the namespaces (and DIR's files)
 #   bash scripts/hosts.sh exec K CMD... runs CMD on host K (1..N)
 #   bash scripts/hosts.sh cut K | heal K   takes host K's link down, or up again
+#   bash scripts/hosts.sh throttle K RATE  host K's sends at RATE (tc: 4mbit), `throttle K off`
 #
 # Host K is the namespace PREFIX-K with 192.0.2.K/24 on its eth0 (192.0.2.0/24 is TEST-NET-1,
 # RFC 5737: never routed anywhere), cabled by a veth pair to a bridge in a namespace of its
@@ -105,8 +106,14 @@ EOF
     k=${1:?hosts.sh $cmd K}
     ip -n "$P-sw" link set "p$k" "$([ "$cmd" = cut ] && echo down || echo up)"
     ;;
+  throttle)
+    k=${1:?hosts.sh throttle K RATE|off}
+    rate=${2:?hosts.sh throttle K RATE|off}
+    ip netns exec "$P-$k" tc qdisc del dev eth0 root 2> /dev/null || true
+    [ "$rate" = off ] || ip netns exec "$P-$k" tc qdisc add dev eth0 root tbf rate "$rate" burst 32kbit latency 400ms
+    ;;
   *)
-    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
     [ -z "$cmd" ] || exit 2
     ;;
 esac

@@ -6,7 +6,8 @@
 #    (losses, weights, moments), the same bytes as the layouts on one host;
 #  - a cut link, a far rank killed (kill -9) or stopped (SIGSTOP): every process of the job
 #    on both hosts gone within --comm-timeout + 15 s, mpirun's status non-zero; a 3 s pause
-#    under a 20 s timeout: the job finishes, bit for bit the uninterrupted run;
+#    under a 20 s timeout, or a link throttled to 4 Mbit/s: the job finishes, bit for bit the
+#    uninterrupted run;
 #  - elastic: dp 4 over both hosts (--accum-blocks 4, --max-restarts --min-ranks 2) loses
 #    host 2 (its link cut at a random moment) and goes on by itself as dp 2 on host 1, ending
 #    byte-identical to the uninterrupted dp 4 run and to one rank; --min-ranks 4 gives up;
@@ -93,6 +94,17 @@ rc=0
 wait $job || rc=$?
 [ $rc -eq 0 ] && pass || fail "a 3 s pause ended the job: exit $rc: $(tail -3 "$T/paused.out")"
 same_run "paused 3 s on host 2" "$T/long1" "$T/paused"
+# a link throttled to 4 Mbit/s (tc) slows the job and does not end it: the same bits
+if command -v tc > /dev/null && bash "$H" throttle 2 4mbit 2> /dev/null; then
+  # shellcheck disable=SC2086
+  timeout 300 $MPI -np 2 $MT_BIN train $m --micro-batch-size 2 --dp 2 --comm-timeout 20 \
+    --log-json "$T/slow.jsonl" --save "$T/slow" > "$T/slow.out" 2>&1 || fail "a throttled link: $(tail -2 "$T/slow.out")"
+  bash "$H" throttle 2 off
+  train local4 $m --micro-batch-size 2 --dp 2
+  same_run "dp 2 over a 4 Mbit/s link" "$T/local4" "$T/slow"
+else
+  echo "sh_mpi_hosts: no tc here: the throttled link is not checked"
+fi
 
 # ---- elastic: dp 4 over the two hosts loses host 2 and goes on as dp 2 on host 1 ----
 el="${long/--micro-batch-size 4/--micro-batch-size 2} --accum-blocks 4 --steps 600"
