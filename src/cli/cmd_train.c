@@ -689,7 +689,8 @@ int mt_cmd_train(int full_argc, char **full_argv)
     if (a.max_restarts > 0 && !mt_launched_by_mpi() && !getenv("MT_SUPERVISED")) { /* restart.c */
         mt_tokens_free(&train);
         mt_tokens_free(&val);
-        return mt_train_supervise(full_argc, full_argv, a.save, a.log_json, a.max_restarts);
+        MtSupervise sv = {a.save, a.log_json, a.hostfile, a.max_restarts, a.min_ranks, a.dp, a.tp, a.pp};
+        return mt_train_supervise(full_argc, full_argv, &sv);
     }
     if (ranks > 1 && !mt_launched_by_mpi()) {
         mt_tokens_free(&train);

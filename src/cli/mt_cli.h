@@ -41,8 +41,13 @@ int mt_cli_parse(Flag *f, int n, int argc, char **argv, const char *cmd, const c
  * before mt_cli_comm_up(), only rank 0 prints it (the ranks check the same input). */
 int mt_cli_fail(int status);
 /* train --max-restarts R (restart.c): runs the job (argv again, with MT_SUPERVISED set) and
- * restarts it from the newest intact save of `save` up to R times; its exit status */
-int mt_train_supervise(int argc, char **argv, const char *save, const char *log_json, int max_restarts);
+ * restarts it from the newest intact save of `save` up to R times (with min_ranks and a
+ * hostfile, on the hosts that answer, dp shrunk); its exit status */
+typedef struct {
+    const char *save, *log_json, *hostfile;
+    int max_restarts, min_ranks, dp, tp, pp;
+} MtSupervise;
+int mt_train_supervise(int argc, char **argv, const MtSupervise *sv);
 /* The ranks' communicator exists: from now on every rank prints its own errors. */
 void mt_cli_comm_up(void);
 

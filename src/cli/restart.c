@@ -76,21 +76,11 @@ static int live_hosts(const char *hostfile, const char *out, int *ranks, char *d
     return fclose(o) == 0 ? 0 : -1;
 }
 
-/* the value of `--flag V` or `--flag=V` in argv, else NULL */
-static const char *arg_of(int argc, char **argv, const char *flag)
+int mt_train_supervise(int argc, char **argv, const MtSupervise *sv)
 {
-    size_t n = strlen(flag);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], flag) == 0 && i + 1 < argc)
-            return argv[i + 1];
-        if (strncmp(argv[i], flag, n) == 0 && argv[i][n] == '=')
-            return argv[i] + n + 1;
-    }
-    return NULL;
-}
-
-int mt_train_supervise(int argc, char **argv, const char *save, const char *log_json, int max_restarts)
-{
+    const char *save = sv->save, *log_json = sv->log_json, *hostfile = sv->hostfile;
+    int max_restarts = sv->max_restarts, min_ranks = sv->min_ranks, tp = sv->tp, pp = sv->pp;
+    int dp0 = sv->dp, dp = dp0;
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0)
@@ -100,10 +90,6 @@ int mt_train_supervise(int argc, char **argv, const char *save, const char *log_
     if (!args)
         return mt_cli_fail(mt_error(MT_ENOMEM, "out of memory"));
     static char resume[4200], hosts[4200], dpv[32];
-    const char *hostfile = arg_of(argc, argv, "--hostfile"), *mr = arg_of(argc, argv, "--min-ranks");
-    int min_ranks = mr ? atoi(mr) : 0, dp0 = arg_of(argc, argv, "--dp") ? atoi(arg_of(argc, argv, "--dp")) : 1;
-    int tp = arg_of(argc, argv, "--tp") ? atoi(arg_of(argc, argv, "--tp")) : 1;
-    int pp = arg_of(argc, argv, "--pp") ? atoi(arg_of(argc, argv, "--pp")) : 1, dp = dp0;
     snprintf(hosts, sizeof hosts, "%s/meshtrain-hosts-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     setenv("MT_SUPERVISED", "1", 1); /* the job itself does not supervise */
     for (int attempt = 0;; attempt++) {
@@ -174,9 +160,8 @@ int mt_train_supervise(int argc, char **argv, const char *save, const char *log_
             }
             int nd = ranks / (tp * pp) < dp0 ? ranks / (tp * pp) : dp0;
             if (nd * tp * pp < min_ranks || nd < 1) {
-                fprintf(stderr, "meshtrain train: the job ended (%s); %d ranks answer (%s do%s not), fewer than "
-                        "--min-ranks %d: giving up\n", cause, ranks, dropped[0] ? dropped : "all", dropped[0] ? "" : "",
-                        min_ranks);
+                fprintf(stderr, "meshtrain train: the job ended (%s); %d ranks answer (%s do not), fewer than "
+                        "--min-ranks %d: giving up\n", cause, ranks, dropped[0] ? dropped : "none", min_ranks);
                 free(args);
                 return code;
             }

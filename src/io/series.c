@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "mt_fsutil.h"
+#include "mt_json.h" /* MtBuf */
 #include "mt_manifest.h"
 
 void mt_series_path(const char *dir, int64_t step, char *out, size_t cap)
@@ -117,33 +118,28 @@ MtStatus mt_ckpt_resolve(const char *dir, char *out, size_t cap, FILE *notes, in
                         "(no step-NNNNNNNN)", dir);
     }
     /* the newest intact save; the damaged ones newer than it are named once it is found (none
-     * found: one line says so) */
+     * found: one line says so), each checked once */
     MtStatus s = MT_EINPUT;
-    int i = n - 1;
-    for (; i >= 0; i--) {
+    MtBuf said;
+    mt_buf_init(&said);
+    char newest[1200] = "";
+    for (int i = n - 1; i >= 0; i--) {
         int present;
         mt_series_path(dir, steps[i], path, sizeof path);
-        if ((s = mt_manifest_check(path, &present)) == MT_OK)
+        if ((s = mt_manifest_check(path, &present)) == MT_OK) {
+            snprintf(out, cap, "%s", path);
             break;
+        }
+        if (!newest[0])
+            snprintf(newest, sizeof newest, "%s: %s", strrchr(path, '/') + 1, mt_error_msg());
+        mt_buf_printf(&said, "meshtrain train: --resume %s: %s is damaged (%s); taking the save before it\n", dir,
+                      strrchr(path, '/') + 1, mt_error_msg());
     }
-    if (s == MT_OK)
-        snprintf(out, cap, "%s", path);
-    for (int j = n - 1; s == MT_OK && j > i && notes; j--) {
-        int present;
-        mt_series_path(dir, steps[j], path, sizeof path);
-        mt_manifest_check(path, &present);
-        fprintf(notes, "meshtrain train: --resume %s: %s is damaged (%s); taking the save before it\n", dir,
-                strrchr(path, '/') + 1, mt_error_msg());
-    }
-    if (s != MT_OK) {
-        int present;
-        mt_series_path(dir, steps[n - 1], path, sizeof path);
-        mt_manifest_check(path, &present);
-        char why[1024];
-        snprintf(why, sizeof why, "%s", mt_error_msg());
-        s = mt_error(MT_EINPUT, "%s: none of its %d saves is intact (the newest, %s: %s)", dir, n,
-                     strrchr(path, '/') + 1, why);
-    }
+    if (s == MT_OK && notes && said.data)
+        fputs(said.data, notes);
+    mt_buf_free(&said);
+    if (s != MT_OK)
+        s = mt_error(MT_EINPUT, "%s: none of its %d saves is intact (the newest, %s)", dir, n, newest);
     free(steps);
     return s;
 }
